@@ -1,0 +1,32 @@
+//! `cuframes`: publish, subscribe, list, inspect and clean up frame rings.
+
+mod args;
+mod inspect;
+mod publish;
+mod report;
+mod signals;
+mod subscribe;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Publish(a) => publish::run(a),
+        Command::Subscribe(a) => subscribe::run(a),
+        Command::Ls(a) => inspect::ls(a),
+        Command::Inspect(a) => inspect::inspect(a),
+        Command::Cleanup(a) => inspect::cleanup(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cuframes: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

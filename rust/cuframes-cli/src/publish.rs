@@ -1,0 +1,149 @@
+//! `cuframes publish`: the test pattern under a key.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use cuframes::{Error, MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Result, pattern};
+
+use crate::args::PublishArgs;
+use crate::signals;
+
+/// Parses "WxH".
+pub fn parse_size(text: &str) -> Result<(u32, u32)> {
+    let parsed = text
+        .split_once(['x', 'X'])
+        .and_then(|(w, h)| Some((w.trim().parse::<u32>().ok()?, h.trim().parse::<u32>().ok()?)));
+    parsed.ok_or_else(|| {
+        Error::new(
+            cuframes::ErrorKind::InvalidArgument,
+            format!("bad size '{text}': use WxH, e.g. 1920x1080"),
+        )
+    })
+}
+
+/// A frame rate as a fraction with denominator 1000 (reduced), e.g. 29.97 → 2997/100.
+fn fps_fraction(fps: f64) -> (u32, u32) {
+    let num = (fps * 1000.0).round() as u64;
+    let (mut a, mut b) = (num, 1000u64);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    ((num / a) as u32, (1000 / a) as u32)
+}
+
+pub fn run(a: PublishArgs) -> Result<ExitCode> {
+    let stop = signals::install();
+    let format = PixelFormat::parse(&a.format)?;
+    let (width, height) = parse_size(&a.size)?;
+    if !a.fps.is_finite() || a.fps < 0.0 || a.fps > 100_000.0 {
+        return Err(Error::new(
+            cuframes::ErrorKind::InvalidArgument,
+            format!("bad --fps {}: use 0 to 100000", a.fps),
+        ));
+    }
+    let mut config = PublisherConfig::new(a.key.clone(), format, width, height);
+    config.ring_size = a.ring;
+    config.policy = Policy::parse(&a.policy)?;
+    config.ack_timeout = Duration::from_millis(a.ack_timeout_ms);
+    config.memory = MemoryRequest::parse(&a.memory)?;
+    config.fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
+    let mut publisher = Publisher::create(config)?;
+    let say = |text: String| {
+        if !a.quiet {
+            eprintln!("cuframes: {text}");
+        }
+    };
+    say(format!(
+        "publishing '{}': {format} {width}x{height}, {} fps, ring {}, {}, {} memory (socket {})",
+        a.key,
+        if a.fps > 0.0 {
+            a.fps.to_string()
+        } else {
+            "unthrottled".into()
+        },
+        a.ring,
+        publisher.policy().name(),
+        publisher.memory().name(),
+        publisher.paths().socket.display()
+    ));
+
+    if a.wait_subscribers > 0 {
+        say(format!("waiting for {} subscriber(s)", a.wait_subscribers));
+        let deadline = Instant::now() + Duration::from_millis(a.wait_timeout_ms);
+        loop {
+            match publisher.wait_for_subscribers(a.wait_subscribers, Duration::from_millis(50)) {
+                Ok(()) => break,
+                Err(e) if e.kind() == cuframes::ErrorKind::Timeout && Instant::now() < deadline => {
+                    if stop.is_set() {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+                Err(_) => {
+                    return Err(Error::new(
+                        cuframes::ErrorKind::Timeout,
+                        format!(
+                            "only {} of {} subscriber(s) joined '{}' within {} ms",
+                            publisher.subscriber_count(),
+                            a.wait_subscribers,
+                            a.key,
+                            a.wait_timeout_ms
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    let layout = publisher.layout().clone();
+    let interval = (a.fps > 0.0).then(|| Duration::from_secs_f64(1.0 / a.fps));
+    let started = Instant::now();
+    let mut index = 0u64;
+    while (a.frames == 0 || index < a.frames) && !stop.is_set() {
+        if let Some(interval) = interval {
+            let due = started + interval.mul_f64(index as f64);
+            while !stop.is_set() {
+                let left = due.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(Duration::from_millis(50)));
+            }
+            if stop.is_set() {
+                break;
+            }
+        }
+        let pts_ns = interval.map_or(index as i64, |i| (i.as_nanos() as f64 * index as f64) as i64);
+        let seq = publisher.publish_with(pts_ns, |planes| pattern::fill_frame(&layout, index, planes))?;
+        debug_assert_eq!(seq, index + 1, "pattern frame index is seq - 1");
+        index += 1;
+    }
+    if !stop.is_set() {
+        // Let subscribers take the last frames before SHUTDOWN.
+        let _ = publisher.flush(Duration::from_millis(a.ack_timeout_ms.max(2000)));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let stats = publisher.stats();
+    say(format!(
+        "published {index} frames in {elapsed:.2} s ({:.1} fps); {} subscriber(s) at the end; {} dropped for ACK timeout",
+        index as f64 / elapsed.max(1e-9),
+        publisher.subscriber_count(),
+        stats.ack_timeouts
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_rates() {
+        assert_eq!(parse_size("1920x1080").unwrap(), (1920, 1080));
+        assert_eq!(parse_size("64X48").unwrap(), (64, 48));
+        assert!(parse_size("1920").is_err());
+        assert!(parse_size("axb").is_err());
+        assert_eq!(fps_fraction(30.0), (30, 1));
+        assert_eq!(fps_fraction(29.97), (2997, 100));
+        assert_eq!(fps_fraction(0.5), (1, 2));
+    }
+}

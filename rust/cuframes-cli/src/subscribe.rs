@@ -1,0 +1,161 @@
+//! `cuframes subscribe`: read (and verify) frames, report latency.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use cuframes::{
+    Error, ErrorKind, MemoryKind, Result, Subscriber, SubscriberConfig, SubscriberMode, clock, pattern,
+};
+use serde_json::json;
+
+use crate::args::SubscribeArgs;
+use crate::report::percentile;
+
+pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
+    let mode = match a.mode.as_str() {
+        "sequential" => SubscriberMode::Sequential,
+        "latest" => SubscriberMode::Latest,
+        other => {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("unknown mode '{other}' (sequential or latest)"),
+            ));
+        }
+    };
+    let mut config = SubscriberConfig::new(a.key.clone());
+    if let Some(name) = &a.name {
+        config.name = name.clone();
+    }
+    config.mode = mode;
+    let mut sub = Subscriber::connect(config)?;
+    let info = sub.info().clone();
+    if a.verify && info.memory != MemoryKind::Host {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "--verify reads frames on the CPU; '{}' publishes {} memory",
+                a.key,
+                info.memory.name()
+            ),
+        ));
+    }
+    let layout = info.layout.clone();
+    if !a.json {
+        eprintln!(
+            "cuframes: subscribed to '{}' as bit {}: {} {}x{}, ring {}, {} memory",
+            a.key,
+            sub.bit(),
+            layout.format(),
+            layout.width(),
+            layout.height(),
+            info.ring_size,
+            info.memory.name()
+        );
+    }
+
+    let timeout = Duration::from_millis(a.timeout_ms);
+    let mut latencies_ns: Vec<u64> = Vec::with_capacity(a.frames.clamp(1, 1 << 20) as usize);
+    let (mut received, mut verified, mut mismatched, mut torn) = (0u64, 0u64, 0u64, 0u64);
+    let (mut first_seq, mut last_seq) = (None, 0u64);
+    let mut failure: Option<Error> = None;
+    let started = Instant::now();
+    while a.frames == 0 || received < a.frames {
+        let lease = match sub.next(Some(timeout)) {
+            Ok(lease) => lease,
+            Err(e) if e.kind() == ErrorKind::Disconnected && a.frames == 0 && sub.publisher_shut_down() => {
+                break;
+            }
+            Err(e) => {
+                let e = match e.kind() {
+                    ErrorKind::Timeout => Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "no frame from '{}' within {} ms (after {received} frames)",
+                            a.key, a.timeout_ms
+                        ),
+                    ),
+                    _ => Error::new(e.kind(), format!("{e} (after {received} frames)")),
+                };
+                failure = Some(e);
+                break;
+            }
+        };
+        let published = lease.publish_mono_ns();
+        if published != 0 {
+            latencies_ns.push(clock::monotonic_ns().saturating_sub(published));
+        }
+        received += 1;
+        first_seq.get_or_insert(lease.seq());
+        last_seq = lease.seq();
+        if a.verify {
+            let frame = lease.seq() - 1;
+            let matches = (0..layout.planes().len()).all(|p| {
+                lease
+                    .host_plane(p)
+                    .is_some_and(|bytes| pattern::check_plane(&layout, frame, p, bytes))
+            });
+            if !lease.is_intact() {
+                torn += 1; // overwritten while we read it: counted as dropped, not judged
+            } else if matches {
+                verified += 1;
+            } else {
+                mismatched += 1;
+                if mismatched <= 3 {
+                    eprintln!(
+                        "cuframes: frame seq {} does not match the pattern of frame {frame}",
+                        lease.seq()
+                    );
+                }
+            }
+        }
+        let _ = lease.release();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies_ns.sort_unstable();
+    let us = |ns: u64| (ns as f64 / 100.0).round() / 10.0;
+    let stats = sub.stats();
+    let dropped = stats.dropped + stats.overwritten.max(torn);
+    let summary = json!({
+        "key": a.key,
+        "frames": received,
+        "verified": verified,
+        "mismatched": mismatched,
+        "dropped": dropped,
+        "overwritten": stats.overwritten.max(torn),
+        "p50_us": us(percentile(&latencies_ns, 50.0)),
+        "p99_us": us(percentile(&latencies_ns, 99.0)),
+        "max_us": us(latencies_ns.last().copied().unwrap_or(0)),
+        "fps": if elapsed > 0.0 { (received as f64 / elapsed * 10.0).round() / 10.0 } else { 0.0 },
+        "first_seq": first_seq.unwrap_or(0),
+        "last_seq": last_seq,
+        "format": layout.format().name(),
+        "width": layout.width(),
+        "height": layout.height(),
+        "memory": info.memory.name(),
+        "error": failure.as_ref().map(|e| e.to_string()),
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "{received} frames ({} verified, {mismatched} mismatched, {dropped} dropped); latency p50 {} µs, p99 {} µs",
+            if a.verify {
+                verified.to_string()
+            } else {
+                "not".into()
+            },
+            summary["p50_us"],
+            summary["p99_us"]
+        );
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if mismatched > 0 {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("{mismatched} of {received} frames mismatched the pattern"),
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}

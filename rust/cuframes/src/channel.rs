@@ -1,0 +1,262 @@
+//! One end of a control connection: TLV messages over a non-blocking Unix
+//! stream socket, with descriptors in SCM_RIGHTS.
+//!
+//! Descriptors arrive with the bytes of the message they were sent with (the
+//! kernel never merges a read across a descriptor-carrying send), so they are
+//! queued in arrival order and each EVENT_FD message takes the oldest one.
+
+use std::collections::VecDeque;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, UnixAddr, recvmsg, sendmsg};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::message::{MAX_MESSAGE_LEN, Message};
+
+/// Most descriptors a peer may have queued before it is a protocol error.
+const MAX_QUEUED_FDS: usize = 8;
+
+/// A received message and, for EVENT_FD, its descriptor.
+#[derive(Debug)]
+pub(crate) struct Received {
+    pub msg: Message,
+    pub fd: Option<OwnedFd>,
+}
+
+/// A framed, non-blocking control connection.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    sock: UnixStream,
+    rx: Vec<u8>,
+    fds: VecDeque<OwnedFd>,
+    eof: bool,
+    peer: String,
+}
+
+impl Channel {
+    /// Wraps a connected socket (made non-blocking). `peer` names the other
+    /// side in errors.
+    pub(crate) fn new(sock: UnixStream, peer: impl Into<String>) -> Result<Channel> {
+        let peer = peer.into();
+        sock.set_nonblocking(true)
+            .map_err(|e| Error::io(format!("socket to {peer}"), &e))?;
+        Ok(Channel {
+            sock,
+            rx: Vec::with_capacity(256),
+            fds: VecDeque::new(),
+            eof: false,
+            peer,
+        })
+    }
+
+    pub(crate) fn socket(&self) -> &UnixStream {
+        &self.sock
+    }
+
+    /// Sends a message (see [`send_on`]).
+    pub(crate) fn send(&self, msg: &Message) -> Result<()> {
+        self.send_with_fd(msg, None)
+    }
+
+    /// Sends a message with one descriptor in SCM_RIGHTS.
+    pub(crate) fn send_with_fd(&self, msg: &Message, fd: Option<BorrowedFd<'_>>) -> Result<()> {
+        send_on(&self.sock, &self.peer, msg, fd)
+    }
+
+    /// Reads what the socket has without blocking. Returns false when
+    /// nothing was there.
+    fn fill(&mut self) -> Result<bool> {
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let mut cmsg = nix::cmsg_space!([RawFd; MAX_QUEUED_FDS]);
+        let (n, received) = {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let msg = match recvmsg::<UnixAddr>(
+                self.sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(msg) => msg,
+                Err(Errno::EAGAIN | Errno::EINTR) => return Ok(false),
+                Err(Errno::ECONNRESET) => {
+                    self.eof = true;
+                    return Ok(true);
+                }
+                Err(e) => return Err(Error::os(format!("reading from {}", self.peer), e)),
+            };
+            let mut received: Vec<RawFd> = Vec::new();
+            if let Ok(cmsgs) = msg.cmsgs() {
+                for c in cmsgs {
+                    if let ControlMessageOwned::ScmRights(fds) = c {
+                        received.extend(fds);
+                    }
+                }
+            }
+            (msg.bytes, received)
+        };
+        for raw in received {
+            // SAFETY: the kernel just installed this descriptor in our table
+            // for us (SCM_RIGHTS); nothing else owns it.
+            self.fds.push_back(unsafe { OwnedFd::from_raw_fd(raw) });
+        }
+        if self.fds.len() > MAX_QUEUED_FDS {
+            self.fds.clear();
+            return Err(Error::protocol(format!(
+                "{} sent too many file descriptors",
+                self.peer
+            )));
+        }
+        if n == 0 {
+            self.eof = true;
+        }
+        self.rx.extend_from_slice(&buf[..n]);
+        Ok(true)
+    }
+
+    fn parse(&mut self) -> Result<Option<Received>> {
+        let Some((msg, used)) =
+            Message::decode(&self.rx).map_err(|e| Error::protocol(format!("from {}: {e}", self.peer)))?
+        else {
+            return Ok(None);
+        };
+        self.rx.drain(..used);
+        let fd = if matches!(msg, Message::EventFd { .. }) {
+            Some(self.fds.pop_front().ok_or_else(|| {
+                Error::protocol(format!("EVENT_FD from {} carried no descriptor", self.peer))
+            })?)
+        } else {
+            None
+        };
+        Ok(Some(Received { msg, fd }))
+    }
+
+    /// The next message if one is complete, without blocking. After the
+    /// peer closed: `Disconnected` (or `Protocol` when it left half a
+    /// message).
+    pub(crate) fn try_recv(&mut self) -> Result<Option<Received>> {
+        loop {
+            if let Some(r) = self.parse()? {
+                return Ok(Some(r));
+            }
+            if self.eof {
+                return Err(self.closed_error());
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The next message, waiting until `deadline`.
+    pub(crate) fn recv(&mut self, deadline: Instant, waiting_for: &str) -> Result<Received> {
+        loop {
+            if let Some(r) = self.try_recv()? {
+                return Ok(r);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("{} did not send {waiting_for} in time", self.peer),
+                ));
+            }
+            wait_readable(self.sock.as_fd(), Some(left))?;
+        }
+    }
+
+    fn closed_error(&self) -> Error {
+        if self.rx.is_empty() {
+            Error::new(
+                ErrorKind::Disconnected,
+                format!("{} closed the connection", self.peer),
+            )
+        } else {
+            Error::protocol(format!(
+                "{} closed the connection in the middle of a message",
+                self.peer
+            ))
+        }
+    }
+}
+
+/// Sends `msg` (and `fd` in SCM_RIGHTS) on `sock`, never blocking and never
+/// raising SIGPIPE. A peer that does not drain its socket (the send would
+/// block) is an error: control messages are few and small, so only a stuck
+/// or hostile peer fills it.
+pub(crate) fn send_on(
+    sock: &UnixStream,
+    peer: &str,
+    msg: &Message,
+    fd: Option<BorrowedFd<'_>>,
+) -> Result<()> {
+    let bytes = msg.encode()?;
+    let raw: Vec<RawFd> = fd.iter().map(|f| f.as_raw_fd()).collect();
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let iov = [IoSlice::new(&bytes[sent..])];
+        let rights = [ControlMessage::ScmRights(&raw)];
+        let cmsgs: &[ControlMessage] = if sent == 0 && !raw.is_empty() {
+            &rights
+        } else {
+            &[]
+        };
+        match sendmsg::<UnixAddr>(
+            sock.as_raw_fd(),
+            &iov,
+            cmsgs,
+            MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            None,
+        ) {
+            Ok(n) => sent += n,
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "sending {} to {peer}: the peer is not reading its socket",
+                        msg.name()
+                    ),
+                ));
+            }
+            Err(Errno::EPIPE | Errno::ECONNRESET | Errno::ENOTCONN) => {
+                return Err(Error::new(
+                    ErrorKind::Disconnected,
+                    format!("sending {} to {peer}: connection closed", msg.name()),
+                ));
+            }
+            Err(e) => return Err(Error::os(format!("sending {} to {peer}", msg.name()), e)),
+        }
+    }
+    Ok(())
+}
+
+/// Polls `fd` for readability for at most `timeout` (None = forever).
+pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<std::time::Duration>) -> Result<bool> {
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    let ready = poll_fds(&mut fds, timeout)?;
+    Ok(ready > 0)
+}
+
+/// poll(2) with a Duration timeout (rounded up to whole ms; None = forever),
+/// retried on EINTR.
+pub(crate) fn poll_fds(fds: &mut [PollFd<'_>], timeout: Option<std::time::Duration>) -> Result<usize> {
+    let ms = match timeout {
+        None => PollTimeout::NONE,
+        Some(t) => {
+            let ms = t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+        }
+    };
+    loop {
+        match poll(fds, ms) {
+            Ok(n) => return Ok(n as usize),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(Error::os("poll", e)),
+        }
+    }
+}

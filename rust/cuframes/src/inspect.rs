@@ -1,0 +1,78 @@
+//! Reading a key's shared header without connecting: for `cuframes ls`,
+//! `inspect` and monitoring tools. Nothing read here is trusted; the raw
+//! values are reported alongside the verdict of validation.
+
+use crate::error::Result;
+use crate::resources::{KeyStatus, key_status};
+use crate::shm::header::{HeaderInfo, ShmHeader, validate_header};
+use crate::wire::layout::{MAX_SUBSCRIBER_SLOTS, SUBSCRIBER_FREE, SharedHeader};
+
+/// What a key's resources and shared header say.
+#[derive(Clone, Debug)]
+pub struct Inspection {
+    /// Files and liveness.
+    pub status: KeyStatus,
+    /// The raw header, when the shared memory could be mapped.
+    pub header: Option<SharedHeader>,
+    /// The validated fixed part, or why validation failed.
+    pub info: std::result::Result<HeaderInfo, String>,
+}
+
+/// One occupied subscriber slot of a header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscriberView {
+    /// Bit / slot index.
+    pub bit: u32,
+    /// Raw state value.
+    pub state: u64,
+    /// Pid as written by the publisher.
+    pub pid: u64,
+    /// Name (lossy).
+    pub name: String,
+    /// Highest seq ACKed.
+    pub last_seen_seq: u64,
+    /// CLOCK_REALTIME ns of the last ACK.
+    pub last_ack_ns: i64,
+}
+
+impl Inspection {
+    /// The occupied subscriber slots (state not free).
+    pub fn subscribers(&self) -> Vec<SubscriberView> {
+        let Some(h) = &self.header else {
+            return Vec::new();
+        };
+        (0..MAX_SUBSCRIBER_SLOTS)
+            .filter(|&bit| h.subscribers[bit].state != SUBSCRIBER_FREE)
+            .map(|bit| {
+                let s = &h.subscribers[bit];
+                SubscriberView {
+                    bit: bit as u32,
+                    state: s.state,
+                    pid: s.consumer_pid,
+                    name: s.name_lossy(),
+                    last_seen_seq: s.last_seen_seq,
+                    last_ack_ns: s.last_ack_ns,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Inspects `key`.
+pub fn inspect(key: &str) -> Result<Inspection> {
+    let status = key_status(key)?;
+    let (header, info) = match ShmHeader::open_read_only(&status.paths.shm_name) {
+        Ok(shm) => {
+            let magic_ready = shm.load_magic();
+            let snapshot = shm.snapshot();
+            let info = if magic_ready == crate::wire::MAGIC {
+                validate_header(&snapshot).map_err(|e| e.to_string())
+            } else {
+                Err("header not initialised (no magic)".to_owned())
+            };
+            (Some(snapshot), info)
+        }
+        Err(e) => (None, Err(e.to_string())),
+    };
+    Ok(Inspection { status, header, info })
+}

@@ -1,0 +1,229 @@
+//! Host memory backend: the ring's slots in one sealed memfd.
+//!
+//! The publisher creates the memfd, sizes it to `ring_size` page-aligned
+//! slots, seals its size (so no one can shrink it under a reader and raise
+//! SIGBUS) and maps it read-write. Each slot descriptor's handle holds the
+//! slot's offset and length (LE u64 each). Subscribers receive the memfd as
+//! EVENT_FD(purpose = HOST_SLOTS) and map it read-only.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+use nix::sys::memfd::{MFdFlags, memfd_create};
+use nix::sys::stat::fstat;
+use nix::unistd::ftruncate;
+
+use super::{HostPlane, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::FrameLayout;
+use crate::shm::region::{Access, MappedRegion};
+use crate::wire::fd_purpose;
+use crate::wire::layout::SlotDescriptor;
+
+const PAGE: usize = 4096;
+
+/// Encodes a host slot handle.
+fn encode_handle(offset: u64, length: u64) -> [u8; 64] {
+    let mut handle = [0u8; 64];
+    handle[0..8].copy_from_slice(&offset.to_le_bytes());
+    handle[8..16].copy_from_slice(&length.to_le_bytes());
+    handle
+}
+
+/// Decodes a host slot handle (untrusted).
+fn decode_handle(handle: &[u8; 64]) -> (u64, u64) {
+    let offset = u64::from_le_bytes(handle[0..8].try_into().expect("8 bytes"));
+    let length = u64::from_le_bytes(handle[8..16].try_into().expect("8 bytes"));
+    (offset, length)
+}
+
+/// Publisher side.
+#[derive(Debug)]
+pub(crate) struct HostPool {
+    memfd: OwnedFd,
+    region: MappedRegion,
+    stride: usize,
+    ring_size: usize,
+}
+
+impl HostPool {
+    pub(crate) fn create(key: &str, layout: &FrameLayout, ring_size: usize) -> Result<HostPool> {
+        let what = format!("host slot memory of '{key}'");
+        let stride = layout.size().next_multiple_of(PAGE);
+        let total = stride
+            .checked_mul(ring_size)
+            .filter(|&t| t <= i64::MAX as usize)
+            .ok_or_else(|| Error::invalid(format!("{what}: {ring_size} slots of {stride} bytes overflow")))?;
+        let memfd = memfd_create(
+            format!("cuframes-{key}-slots").as_str(),
+            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+        )
+        .map_err(|e| Error::os(format!("memfd_create for {what}"), e))?;
+        ftruncate(&memfd, total as i64)
+            .map_err(|e| Error::os(format!("ftruncate {what} to {total} bytes"), e))?;
+        fcntl(
+            &memfd,
+            FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL),
+        )
+        .map_err(|e| Error::os(format!("sealing {what}"), e))?;
+        let region = MappedRegion::map(&memfd, total, Access::ReadWrite, &what)?;
+        Ok(HostPool {
+            memfd,
+            region,
+            stride,
+            ring_size,
+        })
+    }
+
+    fn slot_ptr(&self, index: usize) -> *mut u8 {
+        assert!(index < self.ring_size);
+        // SAFETY: index < ring_size, so the offset lies inside the mapping
+        // of stride × ring_size bytes.
+        unsafe { self.region.as_ptr().add(index * self.stride) }
+    }
+}
+
+fn check_source(layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()> {
+    if planes.len() != layout.planes().len() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{} frame needs {} planes, got {}",
+                layout.format(),
+                layout.planes().len(),
+                planes.len()
+            ),
+        ));
+    }
+    for (index, (src, dst)) in planes.iter().zip(layout.planes()).enumerate() {
+        let need = src.pitch * (dst.rows - 1) + dst.row_bytes;
+        if src.pitch < dst.row_bytes || src.data.len() < need {
+            return Err(Error::invalid(format!(
+                "plane {index}: {} bytes at pitch {} cannot hold {} rows of {} bytes",
+                src.data.len(),
+                src.pitch,
+                dst.rows,
+                dst.row_bytes
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl SlotPool for HostPool {
+    fn kind(&self) -> MemoryKind {
+        MemoryKind::Host
+    }
+
+    fn slot_handle(&self, index: usize) -> [u8; 64] {
+        encode_handle((index * self.stride) as u64, self.stride as u64)
+    }
+
+    fn shared_fds(&self) -> Result<Vec<(u32, OwnedFd)>> {
+        let dup = self
+            .memfd
+            .try_clone()
+            .map_err(|e| Error::io("duplicating the host slot memfd", &e))?;
+        Ok(vec![(fd_purpose::HOST_SLOTS, dup)])
+    }
+
+    fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()> {
+        check_source(layout, planes)?;
+        let base = self.slot_ptr(index);
+        for (src, dst) in planes.iter().zip(layout.planes()) {
+            for row in 0..dst.rows {
+                let from = &src.data[row * src.pitch..row * src.pitch + dst.row_bytes];
+                // SAFETY: dst.offset + row*pitch + row_bytes ≤ layout.size()
+                // ≤ stride, so the destination lies inside this slot; the
+                // source is a distinct Rust slice. Subscribers map the pool
+                // read-only, so this process is the only writer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        from.as_ptr(),
+                        base.add(dst.offset + row * dst.pitch),
+                        dst.row_bytes,
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>> {
+        let base = self.slot_ptr(index);
+        let planes = layout
+            .planes()
+            .iter()
+            .map(|p| {
+                // SAFETY: each plane [offset, offset + pitch×rows) lies inside
+                // the slot (layout.size() ≤ stride) and planes do not overlap;
+                // the slices borrow &mut self, so no other write happens
+                // through this pool meanwhile, and subscribers only read.
+                unsafe { std::slice::from_raw_parts_mut(base.add(p.offset), p.pitch * p.rows) }
+            })
+            .collect();
+        Some(planes)
+    }
+}
+
+/// Subscriber side.
+#[derive(Debug)]
+pub(crate) struct HostMapping {
+    region: MappedRegion,
+    slot_offsets: Vec<usize>,
+    plane_offsets: Vec<usize>,
+}
+
+impl HostMapping {
+    pub(crate) fn open(
+        layout: &FrameLayout,
+        slots: &[SlotDescriptor],
+        fds: &mut Vec<(u32, OwnedFd)>,
+    ) -> Result<HostMapping> {
+        let at = fds
+            .iter()
+            .position(|(purpose, _)| *purpose == fd_purpose::HOST_SLOTS)
+            .ok_or_else(|| Error::protocol("publisher sent no host slot memory (EVENT_FD purpose 2)"))?;
+        let (_, memfd) = fds.remove(at);
+        let seals = fcntl(&memfd, FcntlArg::F_GET_SEALS).map_err(|e| {
+            Error::protocol(format!("host slot memory is not a sealable memfd: {}", e.desc()))
+        })?;
+        let seals = SealFlag::from_bits_truncate(seals);
+        if !seals.contains(SealFlag::F_SEAL_SHRINK) {
+            return Err(Error::protocol(
+                "host slot memory is not sealed against shrinking; refusing to map it",
+            ));
+        }
+        let size = fstat(memfd.as_fd())
+            .map_err(|e| Error::os("fstat host slot memory", e))?
+            .st_size as u64;
+        let mut slot_offsets = Vec::with_capacity(slots.len());
+        for (index, slot) in slots.iter().enumerate() {
+            let (offset, length) = decode_handle(&slot.mem_handle);
+            let end = offset.checked_add(layout.size() as u64);
+            if length < layout.size() as u64 || offset % 8 != 0 || end.is_none_or(|end| end > size) {
+                return Err(Error::corrupt(format!(
+                    "slot {index}: host handle (offset {offset}, length {length}) does not fit a {}-byte frame in {size} bytes of slot memory",
+                    layout.size()
+                )));
+            }
+            slot_offsets.push(offset as usize);
+        }
+        let size = usize::try_from(size).map_err(|_| Error::corrupt("host slot memory too large"))?;
+        let region = MappedRegion::map(&memfd, size, Access::ReadOnly, "host slot memory")?;
+        Ok(HostMapping {
+            region,
+            slot_offsets,
+            plane_offsets: layout.planes().iter().map(|p| p.offset).collect(),
+        })
+    }
+}
+
+impl SlotMapping for HostMapping {
+    fn plane(&self, index: usize, plane: usize) -> PlanePtr {
+        let offset = self.slot_offsets[index] + self.plane_offsets[plane];
+        // SAFETY: open() checked slot offset + frame size ≤ mapping length,
+        // and plane offsets lie inside the frame.
+        PlanePtr::Host(unsafe { self.region.as_ptr().add(offset) })
+    }
+}

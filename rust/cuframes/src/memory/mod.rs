@@ -1,0 +1,176 @@
+//! Memory backends: where frame data lives.
+//!
+//! The protocol logic (ring, ACKs, handshake) never touches frame memory; it
+//! asks a backend. The publisher side is a [`SlotPool`] that owns the slots
+//! and copies frames into them; the subscriber side is a [`SlotMapping`]
+//! opened from what the publisher shares (slot handles in the header and
+//! file descriptors sent with EVENT_FD). The frame meta's `memory_kind`
+//! extension tells a subscriber which backend to open.
+
+pub(crate) mod host;
+
+use std::os::fd::OwnedFd;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::FrameLayout;
+use crate::wire::layout::{MEMORY_KIND_CUDA, MEMORY_KIND_HOST, SlotDescriptor};
+
+/// Where the frames of a publisher live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    /// CUDA device memory shared with CUDA IPC.
+    Cuda,
+    /// Host shared memory (a sealed memfd).
+    Host,
+}
+
+impl MemoryKind {
+    /// The frame meta `memory_kind` value.
+    pub fn wire(self) -> u32 {
+        match self {
+            MemoryKind::Cuda => MEMORY_KIND_CUDA,
+            MemoryKind::Host => MEMORY_KIND_HOST,
+        }
+    }
+
+    /// The kind for a `memory_kind` value.
+    pub fn from_wire(value: u32) -> Option<MemoryKind> {
+        match value {
+            MEMORY_KIND_CUDA => Some(MemoryKind::Cuda),
+            MEMORY_KIND_HOST => Some(MemoryKind::Host),
+            _ => None,
+        }
+    }
+
+    /// "cuda" or "host".
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Cuda => "cuda",
+            MemoryKind::Host => "host",
+        }
+    }
+}
+
+/// What memory a publisher asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryRequest {
+    /// CUDA when a driver and device are usable, host memory otherwise.
+    #[default]
+    Auto,
+    /// Host shared memory.
+    Host,
+    /// CUDA device memory; an error when CUDA is unavailable.
+    Cuda,
+}
+
+impl MemoryRequest {
+    /// Parses "auto", "host" or "cuda".
+    pub fn parse(name: &str) -> Result<MemoryRequest> {
+        match name.to_ascii_lowercase().as_str() {
+            "auto" => Ok(MemoryRequest::Auto),
+            "host" => Ok(MemoryRequest::Host),
+            "cuda" => Ok(MemoryRequest::Cuda),
+            _ => Err(Error::invalid(format!(
+                "unknown memory kind '{name}' (auto, host or cuda)"
+            ))),
+        }
+    }
+
+    /// The backend this request resolves to on this machine.
+    pub fn resolve(self) -> Result<MemoryKind> {
+        match self {
+            MemoryRequest::Auto | MemoryRequest::Host => Ok(MemoryKind::Host),
+            MemoryRequest::Cuda => Err(cuda_unavailable()),
+        }
+    }
+}
+
+/// The caller's CUDA objects, for the CUDA backend: the context frames are
+/// mapped in and the stream copies and event waits are ordered on. Raw
+/// driver handles (`CUcontext`, `CUstream`) as integers; 0 = the current
+/// context / the default stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CudaBinding {
+    /// `CUcontext`.
+    pub context: usize,
+    /// `CUstream`.
+    pub stream: usize,
+}
+
+pub(crate) fn cuda_unavailable() -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        "the CUDA memory backend is not part of this build yet; use host memory (--memory host)",
+    )
+}
+
+/// One source plane in host memory.
+#[derive(Clone, Copy, Debug)]
+pub struct HostPlane<'a> {
+    /// The plane's bytes, at least `pitch × (rows-1) + row_bytes` long.
+    pub data: &'a [u8],
+    /// Bytes from one row to the next.
+    pub pitch: usize,
+}
+
+/// A pointer to a plane of a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanePtr {
+    /// Host memory, readable in this process.
+    Host(*const u8),
+    /// A CUDA device pointer (`CUdeviceptr`) in the subscriber's context.
+    Device(u64),
+}
+
+/// Publisher side: the ring's slots.
+pub(crate) trait SlotPool: Send + std::fmt::Debug {
+    /// The kind of memory.
+    fn kind(&self) -> MemoryKind;
+    /// The 64-byte handle written into slot `index`'s descriptor.
+    fn slot_handle(&self, index: usize) -> [u8; 64];
+    /// The 64-byte interprocess event handle for the header.
+    fn event_handle(&self) -> [u8; 64] {
+        [0; 64]
+    }
+    /// Descriptors every subscriber receives after SUBSCRIBE_RESP, each with
+    /// its EVENT_FD purpose.
+    fn shared_fds(&self) -> Result<Vec<(u32, OwnedFd)>>;
+    /// Copies a frame from host planes into slot `index`.
+    fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()>;
+    /// Slot `index`'s planes for writing in place, when the memory is
+    /// host-addressable.
+    fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>>;
+}
+
+/// Subscriber side: the ring's slots as mapped in this process.
+pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
+    /// Start of plane `plane` of slot `index`.
+    fn plane(&self, index: usize, plane: usize) -> PlanePtr;
+}
+
+/// Opens the subscriber side of `memory` from the header's slot descriptors
+/// and the descriptors received with EVENT_FD (taken from `fds` as needed).
+pub(crate) fn open_mapping(
+    memory: MemoryKind,
+    layout: &FrameLayout,
+    slots: &[SlotDescriptor],
+    fds: &mut Vec<(u32, OwnedFd)>,
+) -> Result<Box<dyn SlotMapping>> {
+    match memory {
+        MemoryKind::Host => Ok(Box::new(host::HostMapping::open(layout, slots, fds)?)),
+        MemoryKind::Cuda => Err(cuda_unavailable()),
+    }
+}
+
+/// Creates the publisher side of `memory`.
+pub(crate) fn create_pool(
+    memory: MemoryKind,
+    key: &str,
+    layout: &FrameLayout,
+    ring_size: usize,
+) -> Result<Box<dyn SlotPool>> {
+    match memory {
+        MemoryKind::Host => Ok(Box::new(host::HostPool::create(key, layout, ring_size)?)),
+        MemoryKind::Cuda => Err(cuda_unavailable()),
+    }
+}

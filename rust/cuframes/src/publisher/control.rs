@@ -1,0 +1,383 @@
+//! The control-plane thread: accepts subscribers and runs spec §4.2's state
+//! machine for each, never blocking the publishing thread (it shares only
+//! the registry's short critical sections with it).
+//!
+//! Every peer is untrusted: a malformed or unexpected message, a handshake
+//! that takes too long, or a socket that does not drain closes that peer
+//! alone; the publisher and the other subscribers carry on.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+
+use super::registry::Registry;
+use crate::channel::{Channel, poll_fds};
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::PROTOCOL_VERSION;
+use crate::wire::message::{HelloAccept, HelloResp, Message, SubscribeResp, fd_purpose, shutdown_reason};
+
+/// Most connections still in the handshake at once; more are closed at accept.
+const MAX_PENDING: usize = 64;
+
+/// Counters the control thread keeps, for callers and tests.
+#[derive(Debug, Default)]
+pub(crate) struct ControlStats {
+    pub rejected: AtomicU64,
+}
+
+/// What the thread needs to answer subscribers.
+#[derive(Debug)]
+pub(crate) struct ControlSetup {
+    pub listener: UnixListener,
+    pub registry: Arc<Registry>,
+    pub hello: HelloAccept,
+    pub shared_fds: Vec<(u32, OwnedFd)>,
+    pub handshake_timeout: Duration,
+    pub stats: Arc<ControlStats>,
+}
+
+/// The running thread; stopping it sends SHUTDOWN to every peer.
+#[derive(Debug)]
+pub(crate) struct ControlThread {
+    stop: Arc<EventFd>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl ControlThread {
+    pub(crate) fn spawn(setup: ControlSetup) -> Result<ControlThread> {
+        let stop = Arc::new(
+            EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(|e| Error::os("eventfd", e))?,
+        );
+        setup
+            .listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("listener", &e))?;
+        let thread_stop = stop.clone();
+        let name = format!("cuframes-ctl-{}", setup.registry.key);
+        let handle = std::thread::Builder::new()
+            .name(name.chars().take(15).collect())
+            .spawn(move || Control::new(setup, thread_stop).run())
+            .map_err(|e| Error::io("spawning the control thread", &e))?;
+        Ok(ControlThread {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the thread: every connected peer gets SHUTDOWN(normal).
+    pub(crate) fn stop(&mut self) {
+        let _ = self.stop.write(1);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for ControlThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Connected, waiting for HELLO_REQ.
+    Hello,
+    /// HELLO_RESP sent, waiting for SUBSCRIBE_REQ.
+    Subscribe,
+    /// Holds `bit`.
+    Active(u32),
+}
+
+#[derive(Debug)]
+struct Peer {
+    conn: u64,
+    chan: Channel,
+    phase: Phase,
+    name: String,
+    pid: u32,
+    deadline: Instant,
+}
+
+enum Verdict {
+    Keep,
+    Close,
+}
+
+struct Control {
+    setup: ControlSetup,
+    stop: Arc<EventFd>,
+    peers: Vec<Peer>,
+    next_conn: u64,
+}
+
+impl Control {
+    fn new(setup: ControlSetup, stop: Arc<EventFd>) -> Control {
+        Control {
+            setup,
+            stop,
+            peers: Vec::new(),
+            next_conn: 1,
+        }
+    }
+
+    fn run(mut self) {
+        loop {
+            let now = Instant::now();
+            let timeout = self
+                .peers
+                .iter()
+                .filter(|p| !matches!(p.phase, Phase::Active(_)))
+                .map(|p| p.deadline.saturating_duration_since(now))
+                .min();
+            let (stop_ready, listener_ready, ready) = {
+                let mut fds = Vec::with_capacity(self.peers.len() + 2);
+                fds.push(PollFd::new(self.stop.as_fd(), PollFlags::POLLIN));
+                fds.push(PollFd::new(self.setup.listener.as_fd(), PollFlags::POLLIN));
+                for p in &self.peers {
+                    fds.push(PollFd::new(p.chan.socket().as_fd(), PollFlags::POLLIN));
+                }
+                if poll_fds(&mut fds, timeout).is_err() {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                let fired = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+                let ready: Vec<bool> = fds[2..].iter().map(fired).collect();
+                (fired(&fds[0]), fired(&fds[1]), ready)
+            };
+            if stop_ready {
+                break;
+            }
+            // Service readable peers (back to front so removal keeps indices).
+            for index in (0..ready.len()).rev() {
+                if ready[index] && matches!(self.service(index), Verdict::Close) {
+                    self.close(index);
+                }
+            }
+            // Peers removed by the publishing thread (ACK timeout) show up as
+            // readable with EOF and are closed by service(); handshakes that
+            // ran out of time are closed here.
+            let now = Instant::now();
+            for index in (0..self.peers.len()).rev() {
+                let p = &self.peers[index];
+                if !matches!(p.phase, Phase::Active(_)) && p.deadline <= now {
+                    let _ = p.chan.send(&Message::Error {
+                        code: ErrorKind::Timeout.code(),
+                        message: "handshake not completed in time".into(),
+                    });
+                    self.reject(index);
+                }
+            }
+            if listener_ready {
+                self.accept();
+            }
+        }
+        self.shutdown_all();
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let sock = match self.setup.listener.accept() {
+                Ok((sock, _)) => sock,
+                Err(_) => return,
+            };
+            let pending = self
+                .peers
+                .iter()
+                .filter(|p| !matches!(p.phase, Phase::Active(_)))
+                .count();
+            if pending >= MAX_PENDING {
+                self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                continue; // dropped: closed at once
+            }
+            let pid = getsockopt(&sock, PeerCredentials).map_or(0, |c| c.pid() as u32);
+            let conn = self.next_conn;
+            self.next_conn += 1;
+            let Ok(chan) = Channel::new(sock, format!("subscriber connection {conn} (pid {pid})")) else {
+                continue;
+            };
+            self.peers.push(Peer {
+                conn,
+                chan,
+                phase: Phase::Hello,
+                name: String::new(),
+                pid,
+                deadline: Instant::now() + self.setup.handshake_timeout,
+            });
+        }
+    }
+
+    fn service(&mut self, index: usize) -> Verdict {
+        loop {
+            let received = match self.peers[index].chan.try_recv() {
+                Ok(Some(r)) => r,
+                Ok(None) => return Verdict::Keep,
+                Err(e) => {
+                    if e.kind() != ErrorKind::Disconnected {
+                        self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                        let _ = self.peers[index].chan.send(&Message::Error {
+                            code: e.kind().code(),
+                            message: e.to_string(),
+                        });
+                    }
+                    return Verdict::Close;
+                }
+            };
+            if let Verdict::Close = self.handle(index, received.msg) {
+                return Verdict::Close;
+            }
+        }
+    }
+
+    fn handle(&mut self, index: usize, msg: Message) -> Verdict {
+        let peer = &mut self.peers[index];
+        match (peer.phase, msg) {
+            (_, Message::Ping { nonce }) => send_or_close(&peer.chan, &Message::Pong { nonce }),
+            (_, Message::Pong { .. }) => Verdict::Keep,
+            (Phase::Hello, Message::HelloReq(req)) => {
+                if req.proto_version != PROTOCOL_VERSION {
+                    // Decision 3: HELLO_RESP(PROTOCOL), short payload, then close.
+                    let _ = peer.chan.send(&Message::HelloResp(HelloResp {
+                        result: ErrorKind::Protocol.code(),
+                        proto_version: PROTOCOL_VERSION,
+                        accept: None,
+                    }));
+                    return Verdict::Close;
+                }
+                if crate::SubscriberMode::from_wire(req.mode).is_none() {
+                    let _ = peer.chan.send(&Message::HelloResp(HelloResp {
+                        result: ErrorKind::InvalidArgument.code(),
+                        proto_version: PROTOCOL_VERSION,
+                        accept: None,
+                    }));
+                    return Verdict::Close;
+                }
+                peer.name = req.name;
+                peer.phase = Phase::Subscribe;
+                send_or_close(
+                    &peer.chan,
+                    &Message::HelloResp(HelloResp {
+                        result: 0,
+                        proto_version: PROTOCOL_VERSION,
+                        accept: Some(self.setup.hello.clone()),
+                    }),
+                )
+            }
+            (Phase::Subscribe, Message::SubscribeReq { proto_version }) => {
+                if proto_version != PROTOCOL_VERSION {
+                    let _ = peer.chan.send(&refused_subscribe(ErrorKind::Protocol));
+                    return Verdict::Close;
+                }
+                self.subscribe(index)
+            }
+            (Phase::Active(bit), Message::Unsubscribe { .. }) => {
+                self.setup.registry.remove(bit, Some(peer.conn), None);
+                Verdict::Close
+            }
+            (phase, other) => {
+                let expected = match phase {
+                    Phase::Hello => "HELLO_REQ",
+                    Phase::Subscribe => "SUBSCRIBE_REQ",
+                    Phase::Active(_) => "UNSUBSCRIBE or PING",
+                };
+                let _ = peer.chan.send(&Message::Error {
+                    code: ErrorKind::Protocol.code(),
+                    message: format!("unexpected {} (expected {expected})", other.name()),
+                });
+                Verdict::Close
+            }
+        }
+    }
+
+    fn subscribe(&mut self, index: usize) -> Verdict {
+        let registry = self.setup.registry.clone();
+        let peer = &mut self.peers[index];
+        let (bit, wake, initial_seq) =
+            match registry.admit(peer.conn, &peer.name, peer.pid, peer.chan.socket()) {
+                Ok(admitted) => admitted,
+                Err(e) => {
+                    let _ = peer.chan.send(&refused_subscribe(e.kind()));
+                    return Verdict::Close;
+                }
+            };
+        peer.phase = Phase::Active(bit);
+        let sent = peer
+            .chan
+            .send(&Message::SubscribeResp(SubscribeResp {
+                result: 0,
+                assigned_bit: bit,
+                initial_seq,
+            }))
+            .and_then(|()| {
+                peer.chan.send_with_fd(
+                    &Message::EventFd {
+                        purpose: fd_purpose::WAKEUP,
+                    },
+                    Some(wake.as_fd()),
+                )
+            })
+            .and_then(|()| {
+                self.setup.shared_fds.iter().try_for_each(|(purpose, fd)| {
+                    peer.chan
+                        .send_with_fd(&Message::EventFd { purpose: *purpose }, Some(fd.as_fd()))
+                })
+            });
+        match sent {
+            Ok(()) => Verdict::Keep,
+            Err(_) => Verdict::Close,
+        }
+    }
+
+    /// Closes peer `index`, freeing its bit at once (socket EOF, UNSUBSCRIBE,
+    /// protocol error: no waiting for any ACK timeout).
+    fn close(&mut self, index: usize) {
+        let peer = self.peers.swap_remove(index);
+        if let Phase::Active(bit) = peer.phase {
+            self.setup.registry.remove(bit, Some(peer.conn), None);
+        }
+    }
+
+    fn reject(&mut self, index: usize) {
+        self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        self.close(index);
+    }
+
+    fn shutdown_all(&mut self) {
+        let notice = Message::Shutdown {
+            reason: shutdown_reason::NORMAL,
+        };
+        for peer in self.peers.drain(..) {
+            match peer.phase {
+                Phase::Active(bit) => {
+                    self.setup.registry.remove(bit, Some(peer.conn), Some(&notice));
+                }
+                _ => {
+                    let _ = peer.chan.send(&notice);
+                }
+            }
+        }
+    }
+}
+
+fn send_or_close(chan: &Channel, msg: &Message) -> Verdict {
+    match chan.send(msg) {
+        Ok(()) => Verdict::Keep,
+        Err(_) => Verdict::Close,
+    }
+}
+
+fn refused_subscribe(kind: ErrorKind) -> Message {
+    Message::SubscribeResp(SubscribeResp {
+        result: kind.code(),
+        assigned_bit: 0,
+        initial_seq: 0,
+    })
+}

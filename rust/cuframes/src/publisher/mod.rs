@@ -1,0 +1,505 @@
+//! The publisher: owns a key, the shared header, the ring's slots and the
+//! control thread; publishes frames per spec §5.
+
+mod control;
+mod registry;
+
+use std::os::unix::net::UnixListener;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+use std::time::{Duration, Instant};
+
+pub use registry::SubscriberInfo;
+
+use self::control::{ControlSetup, ControlStats, ControlThread};
+use self::registry::Registry;
+use crate::clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::{FrameLayout, PixelFormat};
+use crate::memory::{CudaBinding, HostPlane, MemoryKind, MemoryRequest, SlotPool, create_pool};
+use crate::resources::{KeyClaim, KeyPaths};
+use crate::shm::header::ShmHeader;
+use crate::wire::layout::{
+    FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_LIBRARY, POLICY_DROP_OLDEST,
+    POLICY_STRICT_WAIT, PROTOCOL_VERSION, SEQ_INVALID, SharedHeader, offsets,
+};
+use crate::wire::message::{HelloAccept, Message};
+
+/// Row alignment of slots (CUDA's texture pitch alignment; also good for SIMD).
+pub const PITCH_ALIGNMENT: usize = 256;
+
+/// What to do when the ring is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// Overwrite the oldest slot; slow subscribers lose frames (and learn it).
+    #[default]
+    DropOldest,
+    /// Wait until every active subscriber released the slot's previous frame,
+    /// up to the ACK timeout; a subscriber that misses it is dropped.
+    StrictWait,
+}
+
+impl Policy {
+    /// Parses "drop-oldest" or "strict-wait".
+    pub fn parse(name: &str) -> Result<Policy> {
+        match name.to_ascii_lowercase().replace('_', "-").as_str() {
+            "drop-oldest" => Ok(Policy::DropOldest),
+            "strict-wait" => Ok(Policy::StrictWait),
+            _ => Err(Error::invalid(format!(
+                "unknown policy '{name}' (drop-oldest or strict-wait)"
+            ))),
+        }
+    }
+
+    /// The header's `policy` value.
+    pub fn wire(self) -> u64 {
+        match self {
+            Policy::DropOldest => POLICY_DROP_OLDEST,
+            Policy::StrictWait => POLICY_STRICT_WAIT,
+        }
+    }
+
+    /// "drop-oldest" or "strict-wait".
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::DropOldest => "drop-oldest",
+            Policy::StrictWait => "strict-wait",
+        }
+    }
+
+    /// The policy for a header value.
+    pub fn from_wire(value: u64) -> Option<Policy> {
+        match value {
+            POLICY_DROP_OLDEST => Some(Policy::DropOldest),
+            POLICY_STRICT_WAIT => Some(Policy::StrictWait),
+            _ => None,
+        }
+    }
+}
+
+/// How to create a publisher. Start from [`PublisherConfig::new`].
+#[derive(Clone, Debug)]
+pub struct PublisherConfig {
+    /// `^[a-zA-Z0-9_-]{1,63}$`.
+    pub key: String,
+    /// Pixel format of every frame.
+    pub format: PixelFormat,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Slots, 1..=16 (default 4).
+    pub ring_size: usize,
+    /// Full-ring behaviour (default drop-oldest).
+    pub policy: Policy,
+    /// STRICT_WAIT: how long a subscriber may hold up a slot (default 1 s).
+    pub ack_timeout: Duration,
+    /// Which memory (default auto).
+    pub memory: MemoryRequest,
+    /// Frame rate (num, den), advertised to subscribers.
+    pub fps: Option<(u32, u32)>,
+    /// The caller's CUDA context and stream (CUDA memory only).
+    pub cuda: Option<CudaBinding>,
+    /// How long a connecting subscriber may take to finish its handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl PublisherConfig {
+    /// A config with defaults for everything but the key and geometry.
+    pub fn new(key: impl Into<String>, format: PixelFormat, width: u32, height: u32) -> PublisherConfig {
+        PublisherConfig {
+            key: key.into(),
+            format,
+            width,
+            height,
+            ring_size: 4,
+            policy: Policy::DropOldest,
+            ack_timeout: Duration::from_millis(1000),
+            memory: MemoryRequest::Auto,
+            fps: None,
+            cuda: None,
+            handshake_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Counters of a publisher.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PublisherStats {
+    /// Frames published.
+    pub published: u64,
+    /// Subscribers dropped for missing the ACK timeout.
+    pub ack_timeouts: u64,
+    /// Connections closed for protocol violations or slow handshakes.
+    pub rejected_connections: u64,
+}
+
+/// Publishes frames under a key. Dropping it sends SHUTDOWN to every
+/// subscriber and removes the key's socket and shared memory.
+#[derive(Debug)]
+pub struct Publisher {
+    key: String,
+    layout: FrameLayout,
+    ring_size: usize,
+    policy: Policy,
+    ack_timeout: Duration,
+    pool: Box<dyn SlotPool>,
+    registry: Arc<Registry>,
+    control: ControlThread,
+    control_stats: Arc<ControlStats>,
+    next_seq: u64,
+    stats: PublisherStats,
+    claim: KeyClaim,
+}
+
+impl Publisher {
+    /// Claims the key (recovering stale resources of a dead publisher),
+    /// creates slots, shared header and socket, and starts serving
+    /// subscribers.
+    pub fn create(config: PublisherConfig) -> Result<Publisher> {
+        if config.ring_size == 0 || config.ring_size > MAX_RING_SIZE {
+            return Err(Error::invalid(format!(
+                "ring size {} is outside 1..={MAX_RING_SIZE}",
+                config.ring_size
+            )));
+        }
+        if config.policy == Policy::StrictWait && config.ack_timeout.is_zero() {
+            return Err(Error::invalid("strict-wait needs an ACK timeout above 0 ms"));
+        }
+        if let Some((num, den)) = config.fps
+            && (num == 0 || den == 0)
+        {
+            return Err(Error::invalid(format!("frame rate {num}/{den} is not positive")));
+        }
+        let memory = config.memory.resolve()?;
+        let layout = FrameLayout::aligned(config.format, config.width, config.height, PITCH_ALIGNMENT)?;
+        let paths = KeyPaths::for_publisher(&config.key)?;
+        let claim = KeyClaim::acquire(&paths)?;
+        let pool = create_pool(memory, &config.key, &layout, config.ring_size)?;
+        let meta = frame_meta(&layout, memory, config.fps)?;
+        let header = ShmHeader::create(&paths.shm_name, &initial_header(&config, &meta, pool.as_ref()))?;
+        let listener = UnixListener::bind(&paths.socket)
+            .map_err(|e| Error::io(format!("binding {}", paths.socket.display()), &e))?;
+        let registry = Arc::new(Registry::new(&config.key, header));
+        let control_stats = Arc::new(ControlStats::default());
+        let control = ControlThread::spawn(ControlSetup {
+            listener,
+            registry: registry.clone(),
+            hello: HelloAccept {
+                ring_size: config.ring_size as u32,
+                ownership_mode: OWNERSHIP_LIBRARY as u32,
+                meta,
+                shm_path: paths.shm_name.clone(),
+            },
+            shared_fds: pool.shared_fds()?,
+            handshake_timeout: config.handshake_timeout,
+            stats: control_stats.clone(),
+        })?;
+        Ok(Publisher {
+            key: config.key,
+            layout,
+            ring_size: config.ring_size,
+            policy: config.policy,
+            ack_timeout: config.ack_timeout,
+            pool,
+            registry,
+            control,
+            control_stats,
+            next_seq: 1,
+            stats: PublisherStats::default(),
+            claim,
+        })
+    }
+
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Frame geometry (slot pitches included).
+    pub fn layout(&self) -> &FrameLayout {
+        &self.layout
+    }
+
+    /// Where the slots live.
+    pub fn memory(&self) -> MemoryKind {
+        self.pool.kind()
+    }
+
+    /// The ring size.
+    pub fn ring_size(&self) -> usize {
+        self.ring_size
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Paths of the key's resources.
+    pub fn paths(&self) -> &KeyPaths {
+        self.claim.paths()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PublisherStats {
+        PublisherStats {
+            rejected_connections: self.control_stats.rejected.load(Ordering::Relaxed),
+            ..self.stats
+        }
+    }
+
+    /// Seq the next publish will get (published seqs are 1, 2, 3, …).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Number of active subscribers.
+    pub fn subscriber_count(&self) -> usize {
+        self.registry.active().count_ones() as usize
+    }
+
+    /// The active subscribers.
+    pub fn subscribers(&self) -> Vec<SubscriberInfo> {
+        self.registry.subscribers()
+    }
+
+    /// Waits until at least `count` subscribers are active.
+    pub fn wait_for_subscribers(&self, count: usize, timeout: Duration) -> Result<()> {
+        if count > MAX_SUBSCRIBER_SLOTS - 1 {
+            return Err(Error::invalid(format!(
+                "cannot wait for {count} subscribers (at most 31)"
+            )));
+        }
+        let deadline = Instant::now() + timeout;
+        while self.subscriber_count() < count {
+            if Instant::now() >= deadline {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "'{}': {} of {count} subscribers after {} ms",
+                        self.key,
+                        self.subscriber_count(),
+                        timeout.as_millis()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    /// Publishes a frame copied from host planes; returns its seq.
+    pub fn publish(&mut self, planes: &[HostPlane<'_>], pts_ns: i64) -> Result<u64> {
+        let slot = self.begin();
+        self.pool.write_host(slot, &self.layout, planes)?;
+        Ok(self.commit(slot, pts_ns))
+    }
+
+    /// Publishes a frame written in place: `fill` gets the slot's planes
+    /// (each `pitch × rows` bytes, see [`Publisher::layout`]). Host memory
+    /// only; returns the seq.
+    pub fn publish_with(&mut self, pts_ns: i64, fill: impl FnOnce(&mut [&mut [u8]])) -> Result<u64> {
+        if self.pool.kind() != MemoryKind::Host {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "publish_with needs host memory; use publish() for other memory",
+            ));
+        }
+        let slot = self.begin();
+        let layout = self.layout.clone();
+        let mut planes = self
+            .pool
+            .planes_mut(slot, &layout)
+            .expect("host memory is host-addressable");
+        fill(&mut planes);
+        Ok(self.commit(slot, pts_ns))
+    }
+
+    /// Waits until every active subscriber has released every frame still
+    /// in the ring (or left), e.g. before destroying a publisher whose last
+    /// frames must arrive. Subscribers are not dropped on timeout.
+    pub fn flush(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut backoff = Backoff::new();
+        loop {
+            let pending: u32 = (0..self.ring_size).fold(0, |acc, slot| acc | self.missing_acks(slot));
+            if pending == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "'{}': {} subscriber(s) still hold frames after {} ms",
+                        self.key,
+                        pending.count_ones(),
+                        timeout.as_millis()
+                    ),
+                ));
+            }
+            backoff.wait();
+        }
+    }
+
+    /// Bits that still owe an ACK for slot `slot`'s current frame.
+    fn missing_acks(&self, slot: usize) -> u32 {
+        let required = self.registry.lock().required[slot];
+        let need = required & self.registry.active();
+        let acked = self
+            .registry
+            .header
+            .slot_field(slot, offsets::SLOT_ACK)
+            .load(Ordering::Acquire) as u32;
+        need & !acked
+    }
+
+    /// Picks the next slot, waits for it under STRICT_WAIT, and marks it
+    /// invalid so readers of its old frame see the overwrite.
+    fn begin(&mut self) -> usize {
+        let slot = (self.next_seq % self.ring_size as u64) as usize;
+        if self.policy == Policy::StrictWait {
+            self.wait_for_acks(slot);
+        }
+        let header = &self.registry.header;
+        header
+            .slot_field(slot, offsets::SLOT_SEQ)
+            .store(SEQ_INVALID, Ordering::Relaxed);
+        fence(Ordering::Release);
+        slot
+    }
+
+    /// Decision 4: wait until every subscriber that must ACK the slot's
+    /// previous frame did, up to the ACK timeout; drop the ones that did not.
+    fn wait_for_acks(&mut self, slot: usize) {
+        let deadline = Instant::now() + self.ack_timeout;
+        let mut backoff = Backoff::new();
+        loop {
+            let missing = self.missing_acks(slot);
+            if missing == 0 {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let seq = self.next_seq.saturating_sub(self.ring_size as u64);
+                let notice = Message::Error {
+                    code: ErrorKind::Timeout.code(),
+                    message: format!(
+                        "dropped by publisher of '{}': no ACK for seq {seq} within {} ms (strict-wait)",
+                        self.key,
+                        self.ack_timeout.as_millis()
+                    ),
+                };
+                for bit in (0..32).filter(|b| missing & (1 << b) != 0) {
+                    if self.registry.remove(bit, None, Some(&notice)) {
+                        self.stats.ack_timeouts += 1;
+                    }
+                }
+                return;
+            }
+            backoff.wait();
+        }
+    }
+
+    /// Spec §5 steps 3-5: slot fields, slot seq, global seq (Release), wake-ups.
+    fn commit(&mut self, slot: usize, pts_ns: i64) -> u64 {
+        let seq = self.next_seq;
+        let header = &self.registry.header;
+        let mut table = self.registry.lock();
+        table.required[slot] = self.registry.active();
+        header
+            .slot_field(slot, offsets::SLOT_PTS)
+            .store(pts_ns as u64, Ordering::Relaxed);
+        header
+            .slot_field(slot, offsets::SLOT_ACK)
+            .store(0, Ordering::Relaxed);
+        header
+            .slot_field(slot, offsets::SLOT_WRITTEN)
+            .store(self.layout.size() as u64, Ordering::Relaxed);
+        header
+            .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
+            .store(clock::monotonic_ns(), Ordering::Relaxed);
+        header
+            .slot_field(slot, offsets::SLOT_SEQ)
+            .store(seq, Ordering::Release);
+        header.global_seq().store(seq, Ordering::Release);
+        for sub in table.subs.iter().flatten() {
+            let _ = sub.wake.write(1);
+        }
+        drop(table);
+        self.next_seq += 1;
+        self.stats.published += 1;
+        seq
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.registry.header.shutdown_flag().store(1, Ordering::Release);
+        self.control.stop();
+        // `claim` (dropped after this) unlinks socket, shared header and lock.
+    }
+}
+
+/// Spin briefly, then sleep with growing pauses (≤ 200 µs): ACK waits are
+/// short under normal load and must not burn a core when a subscriber lags.
+struct Backoff {
+    round: u32,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { round: 0 }
+    }
+
+    fn wait(&mut self) {
+        self.round += 1;
+        if self.round <= 64 {
+            std::hint::spin_loop();
+        } else if self.round <= 128 {
+            std::thread::yield_now();
+        } else {
+            let micros = (self.round - 128).min(200) as u64;
+            std::thread::sleep(Duration::from_micros(micros));
+        }
+    }
+}
+
+fn frame_meta(layout: &FrameLayout, memory: MemoryKind, fps: Option<(u32, u32)>) -> Result<FrameMeta> {
+    let to_u32 = |v: usize, what: &str| {
+        u32::try_from(v).map_err(|_| Error::invalid(format!("{what} {v} does not fit the frame meta")))
+    };
+    let (fps_num, fps_den) = fps.unwrap_or((0, 0));
+    Ok(FrameMeta {
+        format: layout.format().wire(),
+        width: layout.width(),
+        height: layout.height(),
+        pitch_y: to_u32(layout.pitch_y(), "pitch")?,
+        pitch_uv: to_u32(layout.pitch_uv(), "pitch")?,
+        bits_per_pixel: layout.format().bits_per_pixel(),
+        frame_size_bytes: layout.size() as u64,
+        memory_kind: memory.wire(),
+        fps_num,
+        fps_den,
+        reserved: [0; 20],
+    })
+}
+
+fn initial_header(config: &PublisherConfig, meta: &FrameMeta, pool: &dyn SlotPool) -> SharedHeader {
+    let (major, minor, patch) = crate::library_version();
+    let mut h = SharedHeader::zeroed();
+    h.proto_version = PROTOCOL_VERSION;
+    h.lib_version_major = major;
+    h.lib_version_minor = minor;
+    h.lib_version_patch = patch;
+    h.producer_pid = std::process::id() as u64;
+    h.ring_size = config.ring_size as u64;
+    h.ownership_mode = OWNERSHIP_LIBRARY;
+    h.policy = config.policy.wire();
+    h.max_subscribers = MAX_SUBSCRIBER_SLOTS as u64;
+    h.meta = *meta;
+    h.ipc_event_handle = pool.event_handle();
+    for (index, slot) in h.slots.iter_mut().enumerate().take(config.ring_size) {
+        slot.mem_handle = pool.slot_handle(index);
+    }
+    h
+}

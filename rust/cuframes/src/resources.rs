@@ -1,0 +1,410 @@
+//! Keys and the kernel resources behind them (spec §1, decisions 5 and 6).
+//!
+//! A key `K` owns: the control socket `<runtime dir>/K.sock`, the shared
+//! header `/dev/shm/cuframes-K`, and a lock file `<runtime dir>/K.lock`.
+//! The publisher holds an open-file-description lock (`F_OFD_SETLK`) on the
+//! lock file for its whole life: the kernel drops it when the process dies,
+//! so "lock free" means every resource of the key is stale. The socket
+//! connect test of spec §1 is applied as well, for publishers of other
+//! implementations that take no lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind as IoKind;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{FcntlArg, fcntl};
+use nix::libc;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::shm::header::ShmHeader;
+
+/// Environment variable that overrides the runtime directory.
+pub const RUNTIME_DIR_ENV: &str = "CUFRAMES_RUNTIME_DIR";
+/// The default runtime directory.
+pub const DEFAULT_RUNTIME_DIR: &str = "/run/cuframes";
+/// Prefix of shared header names (`/dev/shm/cuframes-<key>`).
+pub const SHM_PREFIX: &str = "cuframes-";
+
+/// Checks a key against `^[a-zA-Z0-9_-]{1,63}$`.
+pub fn validate_key(key: &str) -> Result<()> {
+    let ok = !key.is_empty()
+        && key.len() <= 63
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("invalid key {key:?}: use 1 to 63 characters from a-z A-Z 0-9 _ -"),
+        ))
+    }
+}
+
+/// The runtime directories to use, most preferred first: the override
+/// alone when set; else `/run/cuframes`, `$XDG_RUNTIME_DIR/cuframes`,
+/// `/tmp/cuframes-<uid>`.
+pub fn runtime_dir_candidates() -> Vec<PathBuf> {
+    if let Some(dir) = std::env::var_os(RUNTIME_DIR_ENV).filter(|d| !d.is_empty()) {
+        return vec![PathBuf::from(dir)];
+    }
+    let mut dirs = vec![PathBuf::from(DEFAULT_RUNTIME_DIR)];
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        dirs.push(Path::new(&xdg).join("cuframes"));
+    }
+    dirs.push(PathBuf::from(format!("/tmp/cuframes-{}", nix::unistd::getuid())));
+    dirs
+}
+
+/// Makes `dir` (mode 0700) unless it exists; refuses a symlink or a
+/// non-directory.
+fn ensure_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == IoKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(dir)?;
+            if meta.file_type().is_dir() {
+                Ok(())
+            } else {
+                Err(std::io::Error::other("exists and is not a directory"))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The names of one key's resources.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyPaths {
+    /// The key.
+    pub key: String,
+    /// Runtime directory holding socket and lock.
+    pub dir: PathBuf,
+    /// Control socket path.
+    pub socket: PathBuf,
+    /// Lock file path.
+    pub lock: PathBuf,
+    /// shm_open name of the shared header (`/cuframes-<key>`).
+    pub shm_name: String,
+}
+
+impl KeyPaths {
+    /// The paths of `key` under `dir`.
+    pub fn in_dir(key: &str, dir: &Path) -> Result<KeyPaths> {
+        validate_key(key)?;
+        Ok(KeyPaths {
+            key: key.to_owned(),
+            dir: dir.to_owned(),
+            socket: dir.join(format!("{key}.sock")),
+            lock: dir.join(format!("{key}.lock")),
+            shm_name: shm_name(key),
+        })
+    }
+
+    /// Where a publisher of `key` puts its resources: the first candidate
+    /// directory that exists or can be created (decision 5).
+    pub fn for_publisher(key: &str) -> Result<KeyPaths> {
+        validate_key(key)?;
+        let mut tried = Vec::new();
+        for dir in runtime_dir_candidates() {
+            match ensure_dir(&dir) {
+                Ok(()) => return KeyPaths::in_dir(key, &dir),
+                Err(e) => tried.push(format!("{}: {e}", dir.display())),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Permission,
+            format!(
+                "no usable runtime directory for key '{key}' ({})",
+                tried.join("; ")
+            ),
+        ))
+    }
+
+    /// Where a subscriber finds `key`: the first candidate directory holding
+    /// its socket.
+    pub fn for_subscriber(key: &str) -> Result<KeyPaths> {
+        validate_key(key)?;
+        let dirs = runtime_dir_candidates();
+        for dir in &dirs {
+            let paths = KeyPaths::in_dir(key, dir)?;
+            if std::fs::symlink_metadata(&paths.socket).is_ok() {
+                return Ok(paths);
+            }
+        }
+        let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no publisher for key '{key}' (no socket in {})",
+                searched.join(", ")
+            ),
+        ))
+    }
+}
+
+/// The shm_open name of `key`'s shared header.
+pub fn shm_name(key: &str) -> String {
+    format!("/{SHM_PREFIX}{key}")
+}
+
+fn ofd_lock_request(kind: libc::c_short) -> libc::flock {
+    libc::flock {
+        l_type: kind,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    }
+}
+
+/// What a connect to a socket path says about its owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketState {
+    /// No file at the path.
+    Absent,
+    /// A process accepts connections.
+    Live,
+    /// The file exists but nobody listens (refused): stale.
+    Stale,
+}
+
+/// Spec §1's primary liveness test.
+pub fn probe_socket(path: &Path) -> SocketState {
+    match UnixStream::connect(path) {
+        Ok(_) => SocketState::Live,
+        Err(e) if e.kind() == IoKind::NotFound => SocketState::Absent,
+        Err(_) => SocketState::Stale,
+    }
+}
+
+/// Whether a live process holds `key`'s lock, tested without taking it.
+pub fn lock_is_held(lock: &Path) -> bool {
+    let Ok(file) = File::open(lock) else {
+        return false;
+    };
+    let mut request = ofd_lock_request(libc::F_WRLCK as libc::c_short);
+    match fcntl(&file, FcntlArg::F_OFD_GETLK(&mut request)) {
+        Ok(_) => request.l_type != libc::F_UNLCK as libc::c_short,
+        Err(_) => false,
+    }
+}
+
+/// A publisher's exclusive claim on a key: the held lock, with every stale
+/// resource of an earlier owner already removed. Dropping it unlinks the
+/// socket, the shared header and the lock file, then releases the lock.
+#[derive(Debug)]
+pub struct KeyClaim {
+    paths: KeyPaths,
+    lock: File,
+    removed: Vec<String>,
+}
+
+impl KeyClaim {
+    /// Takes `paths.key`, or fails with `AlreadyExists` when a live owner
+    /// holds it.
+    pub fn acquire(paths: &KeyPaths) -> Result<KeyClaim> {
+        let key = &paths.key;
+        let lock = loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&paths.lock)
+                .map_err(|e| Error::io(format!("opening lock {}", paths.lock.display()), &e))?;
+            let request = ofd_lock_request(libc::F_WRLCK as libc::c_short);
+            match fcntl(&file, FcntlArg::F_OFD_SETLK(&request)) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => {
+                    return Err(already_published(key, &paths.shm_name));
+                }
+                Err(e) => return Err(Error::os(format!("locking {}", paths.lock.display()), e)),
+            }
+            // The previous owner may have unlinked the file between our open
+            // and our lock: only a lock on the file still at the path counts.
+            let held = nix::sys::stat::fstat(file.as_fd()).map_err(|e| Error::os("fstat lock", e))?;
+            match std::fs::symlink_metadata(&paths.lock) {
+                Ok(now) if now.ino() == held.st_ino && now.dev() == held.st_dev => break file,
+                _ => continue,
+            }
+        };
+        let mut removed = Vec::new();
+        match probe_socket(&paths.socket) {
+            SocketState::Live => {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "key '{key}' is already published: a process accepts connections on {}",
+                        paths.socket.display()
+                    ),
+                ));
+            }
+            SocketState::Stale => {
+                std::fs::remove_file(&paths.socket).map_err(|e| {
+                    Error::io(format!("removing stale socket {}", paths.socket.display()), &e)
+                })?;
+                removed.push(paths.socket.display().to_string());
+            }
+            SocketState::Absent => {}
+        }
+        if ShmHeader::unlink(&paths.shm_name)? {
+            removed.push(format!("/dev/shm{}", paths.shm_name));
+        }
+        Ok(KeyClaim {
+            paths: paths.clone(),
+            lock,
+            removed,
+        })
+    }
+
+    /// The key's paths.
+    pub fn paths(&self) -> &KeyPaths {
+        &self.paths
+    }
+
+    /// Stale resources removed while acquiring.
+    pub fn removed(&self) -> &[String] {
+        &self.removed
+    }
+}
+
+fn already_published(key: &str, shm: &str) -> Error {
+    let pid = ShmHeader::open_read_only(shm)
+        .map(|h| h.snapshot().producer_pid)
+        .ok()
+        .filter(|&p| p != 0);
+    let owner = pid.map_or(String::new(), |p| format!(" (publisher pid {p})"));
+    Error::new(
+        ErrorKind::AlreadyExists,
+        format!("key '{key}' is already published by a live process{owner}"),
+    )
+}
+
+impl Drop for KeyClaim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.paths.socket);
+        let _ = ShmHeader::unlink(&self.paths.shm_name);
+        // Unlink the lock while still holding it; a racing acquirer then
+        // finds its inode gone and retries on a fresh file.
+        let _ = std::fs::remove_file(&self.paths.lock);
+        let _ = &self.lock;
+    }
+}
+
+/// Every key with a resource on this machine: shared headers in /dev/shm
+/// and sockets or locks in the runtime directories. Sorted, unique.
+pub fn list_keys() -> Vec<String> {
+    let mut keys = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/dev/shm") {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(key) = name.strip_prefix(SHM_PREFIX) {
+                keys.push(key.to_owned());
+            }
+        }
+    }
+    for dir in runtime_dir_candidates() {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(key) = name.strip_suffix(".sock").or_else(|| name.strip_suffix(".lock")) {
+                    keys.push(key.to_owned());
+                }
+            }
+        }
+    }
+    keys.retain(|k| validate_key(k).is_ok());
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Where a key's resources stand, without connecting a subscriber.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyStatus {
+    /// The key's paths (in the directory where its socket or lock was found,
+    /// else the first candidate).
+    pub paths: KeyPaths,
+    /// A live process holds the lock or accepts on the socket.
+    pub live: bool,
+    /// The shared header exists.
+    pub has_shm: bool,
+    /// The socket file exists.
+    pub has_socket: bool,
+    /// The lock file exists.
+    pub has_lock: bool,
+}
+
+/// Looks at `key`'s resources. Liveness: the lock is held, or (for other
+/// implementations) the socket accepts.
+pub fn key_status(key: &str) -> Result<KeyStatus> {
+    validate_key(key)?;
+    let dirs = runtime_dir_candidates();
+    let mut chosen = KeyPaths::in_dir(key, &dirs[0])?;
+    for dir in &dirs {
+        let paths = KeyPaths::in_dir(key, dir)?;
+        if paths.socket.exists() || paths.lock.exists() {
+            chosen = paths;
+            break;
+        }
+    }
+    let has_socket = std::fs::symlink_metadata(&chosen.socket).is_ok();
+    let has_lock = std::fs::symlink_metadata(&chosen.lock).is_ok();
+    let has_shm = Path::new("/dev/shm").join(&chosen.shm_name[1..]).exists();
+    let live =
+        lock_is_held(&chosen.lock) || (has_socket && probe_socket(&chosen.socket) == SocketState::Live);
+    Ok(KeyStatus {
+        paths: chosen,
+        live,
+        has_shm,
+        has_socket,
+        has_lock,
+    })
+}
+
+/// Removes `key`'s resources when no live process owns them. Returns what
+/// was removed; `AlreadyExists` when the key is live.
+pub fn cleanup_key(key: &str) -> Result<Vec<String>> {
+    let status = key_status(key)?;
+    if !status.has_lock && !status.has_socket && !status.has_shm {
+        return Ok(Vec::new());
+    }
+    let claim = KeyClaim::acquire(&status.paths)?;
+    let mut removed = claim.removed().to_vec();
+    if status.has_lock {
+        removed.push(status.paths.lock.display().to_string());
+    }
+    drop(claim);
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_rules() {
+        for good in ["a", "cam1", "A-b_9", &"k".repeat(63)] {
+            assert!(validate_key(good).is_ok(), "{good}");
+        }
+        for bad in ["", &"k".repeat(64), "a/b", "a b", "ключ", "a.b", "../x", "a\0b"] {
+            let err = validate_key(bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn paths_follow_the_key() {
+        let p = KeyPaths::in_dir("cam1", Path::new("/x")).unwrap();
+        assert_eq!(p.socket, Path::new("/x/cam1.sock"));
+        assert_eq!(p.lock, Path::new("/x/cam1.lock"));
+        assert_eq!(p.shm_name, "/cuframes-cam1");
+        assert!(KeyPaths::in_dir("../etc", Path::new("/x")).is_err());
+    }
+}

@@ -1,0 +1,286 @@
+//! The live shared header (`/dev/shm/cuframes-<key>`): creation, opening,
+//! atomic field access, snapshots and validation of untrusted contents.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::mman::{shm_open, shm_unlink};
+use nix::sys::stat::{Mode, fstat};
+use nix::unistd::ftruncate;
+
+use super::region::{Access, MappedRegion};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::{FrameLayout, PixelFormat};
+use crate::memory::MemoryKind;
+use crate::wire::layout::{
+    FrameMeta, HEADER_SIZE, MAGIC, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL,
+    OWNERSHIP_LIBRARY, POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader, offsets,
+};
+
+/// A mapped shared header.
+#[derive(Debug)]
+pub(crate) struct ShmHeader {
+    region: MappedRegion,
+}
+
+impl ShmHeader {
+    /// Creates the object `name` (O_EXCL, mode 0600), writes `initial` with
+    /// the magic stored last (Release), and maps it read-write.
+    pub(crate) fn create(name: &str, initial: &SharedHeader) -> Result<ShmHeader> {
+        let fd = shm_open(
+            name,
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_CLOEXEC,
+            Mode::S_IRUSR | Mode::S_IWUSR,
+        )
+        .map_err(|e| match e {
+            Errno::EEXIST => Error::new(
+                ErrorKind::AlreadyExists,
+                format!("shared memory {name} already exists"),
+            ),
+            e => Error::os(format!("shm_open {name}"), e),
+        })?;
+        let created = ftruncate(&fd, HEADER_SIZE as i64)
+            .map_err(|e| Error::os(format!("ftruncate {name}"), e))
+            .and_then(|()| MappedRegion::map(&fd, HEADER_SIZE, Access::ReadWrite, name));
+        let region = match created {
+            Ok(region) => region,
+            Err(e) => {
+                let _ = shm_unlink(name);
+                return Err(e);
+            }
+        };
+        let header = ShmHeader { region };
+        // Everything but the magic first, then the magic with Release: an
+        // opener that sees the magic sees a complete header.
+        let mut body = *initial;
+        body.magic = 0;
+        header.store_bytes(0, body.as_bytes());
+        header.magic().store(MAGIC, Ordering::Release);
+        Ok(header)
+    }
+
+    /// Opens an existing object read-write (subscribers write ACKs).
+    pub(crate) fn open(name: &str) -> Result<ShmHeader> {
+        Self::open_with(name, Access::ReadWrite)
+    }
+
+    /// Opens an existing object read-only (inspection).
+    pub(crate) fn open_read_only(name: &str) -> Result<ShmHeader> {
+        Self::open_with(name, Access::ReadOnly)
+    }
+
+    fn open_with(name: &str, access: Access) -> Result<ShmHeader> {
+        let flags = match access {
+            Access::ReadOnly => OFlag::O_RDONLY,
+            Access::ReadWrite => OFlag::O_RDWR,
+        } | OFlag::O_CLOEXEC
+            | OFlag::O_NOFOLLOW;
+        let fd: OwnedFd = shm_open(name, flags, Mode::empty()).map_err(|e| match e {
+            Errno::ENOENT => Error::new(
+                ErrorKind::NotFound,
+                format!("shared memory {name} does not exist"),
+            ),
+            e => Error::os(format!("shm_open {name}"), e),
+        })?;
+        let size = fstat(fd.as_fd())
+            .map_err(|e| Error::os(format!("fstat {name}"), e))?
+            .st_size;
+        if size != HEADER_SIZE as i64 {
+            return Err(Error::corrupt(format!(
+                "shared memory {name} is {size} bytes; protocol v1 requires {HEADER_SIZE}"
+            )));
+        }
+        let region = MappedRegion::map(&fd, HEADER_SIZE, access, name)?;
+        Ok(ShmHeader { region })
+    }
+
+    /// Removes the object's name (mappings stay valid).
+    pub(crate) fn unlink(name: &str) -> Result<bool> {
+        match shm_unlink(name) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT) => Ok(false),
+            Err(e) => Err(Error::os(format!("shm_unlink {name}"), e)),
+        }
+    }
+
+    fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
+        assert!(
+            offset % 8 == 0 && offset + 8 <= self.region.len(),
+            "header offset {offset}"
+        );
+        // SAFETY: the offset is 8-aligned inside the mapping (checked above;
+        // the mapping is page-aligned), the mapping lives as long as &self,
+        // and AtomicU64 has u64's layout. Other processes touch these bytes
+        // only through atomics too.
+        unsafe { AtomicU64::from_ptr(self.region.as_ptr().add(offset).cast()) }
+    }
+
+    fn magic(&self) -> &AtomicU32 {
+        // SAFETY: offset 0 of a page-aligned mapping of HEADER_SIZE bytes,
+        // valid for the lifetime of &self.
+        unsafe { AtomicU32::from_ptr(self.region.as_ptr().add(offsets::MAGIC).cast()) }
+    }
+
+    /// Writes `bytes` at `offset` (both multiples of 8) with relaxed atomic
+    /// word stores.
+    pub(crate) fn store_bytes(&self, offset: usize, bytes: &[u8]) {
+        assert!(bytes.len() % 8 == 0);
+        for (i, word) in bytes.chunks_exact(8).enumerate() {
+            let value = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            self.atomic_u64(offset + i * 8).store(value, Ordering::Relaxed);
+        }
+    }
+
+    /// A copy of the whole header made with relaxed atomic word loads: a
+    /// consistent value for every word, not for the header as a whole.
+    pub(crate) fn snapshot(&self) -> SharedHeader {
+        let mut bytes = [0u8; HEADER_SIZE];
+        for (i, word) in bytes.chunks_exact_mut(8).enumerate() {
+            word.copy_from_slice(&self.atomic_u64(i * 8).load(Ordering::Relaxed).to_le_bytes());
+        }
+        SharedHeader::from_bytes(&bytes)
+    }
+
+    /// `magic` with Acquire: pairs with the Release at creation.
+    pub(crate) fn load_magic(&self) -> u32 {
+        self.magic().load(Ordering::Acquire)
+    }
+
+    pub(crate) fn global_seq(&self) -> &AtomicU64 {
+        self.atomic_u64(offsets::GLOBAL_SEQ)
+    }
+
+    pub(crate) fn subscriber_bitmap(&self) -> &AtomicU64 {
+        self.atomic_u64(offsets::SUBSCRIBER_BITMAP)
+    }
+
+    pub(crate) fn shutdown_flag(&self) -> &AtomicU64 {
+        self.atomic_u64(offsets::SHUTDOWN_FLAG)
+    }
+
+    /// Slot `index`'s field at `field` (an `offsets::SLOT_*` constant).
+    pub(crate) fn slot_field(&self, index: usize, field: usize) -> &AtomicU64 {
+        assert!(index < MAX_RING_SIZE);
+        self.atomic_u64(offsets::slot(index) + field)
+    }
+
+    /// Subscriber slot `bit`'s field at `field` (an `offsets::SUB_*` constant).
+    pub(crate) fn subscriber_field(&self, bit: usize, field: usize) -> &AtomicU64 {
+        assert!(bit < MAX_SUBSCRIBER_SLOTS);
+        self.atomic_u64(offsets::subscriber(bit) + field)
+    }
+
+    /// Byte offset of subscriber slot `bit`, for `store_bytes`.
+    pub(crate) fn subscriber_offset(bit: usize) -> usize {
+        offsets::subscriber(bit)
+    }
+}
+
+/// A header's fixed part, validated: every value in range and consistent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderInfo {
+    /// Live slots.
+    pub ring_size: usize,
+    /// `POLICY_*`.
+    pub policy: u64,
+    /// `OWNERSHIP_*`.
+    pub ownership_mode: u64,
+    /// Frame geometry.
+    pub layout: FrameLayout,
+    /// Where frames live.
+    pub memory: MemoryKind,
+    /// The raw meta, as published.
+    pub meta: FrameMeta,
+    /// Frame rate, when the publisher gave one.
+    pub fps: Option<(u32, u32)>,
+    /// Publisher pid as written (informative).
+    pub producer_pid: u64,
+}
+
+/// Checks the fixed part of a header read from shared memory, treating every
+/// field as hostile: the magic, the version, ring size, subscriber count,
+/// policy, ownership, memory kind and a frame geometry that adds up.
+pub fn validate_header(h: &SharedHeader) -> Result<HeaderInfo> {
+    if h.magic != MAGIC {
+        return Err(Error::corrupt(format!(
+            "bad magic 0x{:08X} (want 0x{MAGIC:08X}): not a cuframes header or not initialised",
+            h.magic
+        )));
+    }
+    if h.proto_version != PROTOCOL_VERSION {
+        return Err(Error::new(
+            ErrorKind::Protocol,
+            format!(
+                "version mismatch: shared header is protocol v{}, this library speaks v{PROTOCOL_VERSION}",
+                h.proto_version
+            ),
+        ));
+    }
+    if h.ring_size == 0 || h.ring_size > MAX_RING_SIZE as u64 {
+        return Err(Error::corrupt(format!(
+            "ring_size {} is outside 1..=16",
+            h.ring_size
+        )));
+    }
+    if h.max_subscribers != MAX_SUBSCRIBER_SLOTS as u64 {
+        return Err(Error::corrupt(format!(
+            "max_subscribers {} is not the v1 value {MAX_SUBSCRIBER_SLOTS}",
+            h.max_subscribers
+        )));
+    }
+    if h.policy != POLICY_DROP_OLDEST && h.policy != POLICY_STRICT_WAIT {
+        return Err(Error::corrupt(format!("unknown policy {}", h.policy)));
+    }
+    if h.ownership_mode != OWNERSHIP_LIBRARY && h.ownership_mode != OWNERSHIP_EXTERNAL {
+        return Err(Error::corrupt(format!(
+            "unknown ownership_mode {}",
+            h.ownership_mode
+        )));
+    }
+    let (layout, memory) = validate_meta(&h.meta)?;
+    let fps = (h.meta.fps_num != 0 && h.meta.fps_den != 0).then_some((h.meta.fps_num, h.meta.fps_den));
+    Ok(HeaderInfo {
+        ring_size: h.ring_size as usize,
+        policy: h.policy,
+        ownership_mode: h.ownership_mode,
+        layout,
+        memory,
+        meta: h.meta,
+        fps,
+        producer_pid: h.producer_pid,
+    })
+}
+
+/// Checks a frame meta (from shared memory or HELLO_RESP).
+pub fn validate_meta(meta: &FrameMeta) -> Result<(FrameLayout, MemoryKind)> {
+    let format = PixelFormat::from_wire(meta.format).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Format,
+            format!("unknown pixel format number {}", meta.format),
+        )
+    })?;
+    let layout = FrameLayout::with_pitches(
+        format,
+        meta.width,
+        meta.height,
+        meta.pitch_y as usize,
+        meta.pitch_uv as usize,
+    )
+    .map_err(|e| Error::corrupt(format!("frame meta: {e}")))?;
+    if meta.frame_size_bytes != layout.size() as u64 {
+        return Err(Error::corrupt(format!(
+            "frame meta: frame_size_bytes {} disagrees with {format} {}x{} at pitches {}/{} ({} bytes)",
+            meta.frame_size_bytes,
+            meta.width,
+            meta.height,
+            meta.pitch_y,
+            meta.pitch_uv,
+            layout.size()
+        )));
+    }
+    let memory = MemoryKind::from_wire(meta.memory_kind)
+        .ok_or_else(|| Error::corrupt(format!("frame meta: unknown memory kind {}", meta.memory_kind)))?;
+    Ok((layout, memory))
+}
