@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn nv12_geometry() {
-        let l = FrameLayout::aligned(PixelFormat::Nv12, 1920, 1080, 256).unwrap();
+        let l = FrameLayout::aligned(PixelFormat::Nv12, 1920, 1080, 128).unwrap();
         assert_eq!(l.planes().len(), 2);
         assert_eq!(
             l.planes()[0],

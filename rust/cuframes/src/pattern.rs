@@ -110,10 +110,10 @@ mod tests {
                 .collect();
             let mut planes: Vec<&mut [u8]> = storage.iter_mut().map(|v| v.as_mut_slice()).collect();
             fill_frame(&layout, 9, &mut planes);
-            for p in 0..layout.planes().len() {
-                assert!(check_plane(&layout, 9, p, &storage[p]), "{format} plane {p}");
+            for (p, plane) in storage.iter().enumerate() {
+                assert!(check_plane(&layout, 9, p, plane), "{format} plane {p}");
                 assert!(
-                    !check_plane(&layout, 10, p, &storage[p]),
+                    !check_plane(&layout, 10, p, plane),
                     "{format} plane {p} other frame"
                 );
             }
