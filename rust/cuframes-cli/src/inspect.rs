@@ -50,8 +50,8 @@ fn summary(ins: &Inspection) -> Value {
 
 pub fn ls(a: LsArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
-    for key in list_keys() {
-        if let Ok(ins) = inspect_key(&key) {
+    for key in list_keys(None) {
+        if let Ok(ins) = inspect_key(&key, None) {
             rows.push(summary(&ins));
         }
     }
@@ -100,7 +100,7 @@ fn subscriber_state(state: u64) -> String {
 }
 
 pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
-    let ins = inspect_key(&a.key)?;
+    let ins = inspect_key(&a.key, None)?;
     if ins.header.is_none() && !ins.status.has_socket && !ins.status.has_lock {
         return Err(Error::new(
             ErrorKind::NotFound,
@@ -212,12 +212,12 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
 pub fn cleanup(a: CleanupArgs) -> Result<ExitCode> {
     let keys = match &a.key {
         Some(key) => vec![key.clone()],
-        None => list_keys(),
+        None => list_keys(None),
     };
     let mut live = Vec::new();
     let mut removed_any = false;
     for key in &keys {
-        match cleanup_key(key) {
+        match cleanup_key(key, None) {
             Ok(removed) => {
                 for item in &removed {
                     println!("removed {item}");

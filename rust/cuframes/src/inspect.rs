@@ -58,9 +58,10 @@ impl Inspection {
     }
 }
 
-/// Inspects `key`.
-pub fn inspect(key: &str) -> Result<Inspection> {
-    let status = key_status(key)?;
+/// Inspects `key` (runtime directory as in
+/// [`crate::resources::runtime_dir_candidates`]).
+pub fn inspect(key: &str, runtime_dir: Option<&std::path::Path>) -> Result<Inspection> {
+    let status = key_status(key, runtime_dir)?;
     let (header, info) = match ShmHeader::open_read_only(&status.paths.shm_name) {
         Ok(shm) => {
             let magic_ready = shm.load_magic();

@@ -45,10 +45,14 @@ pub fn validate_key(key: &str) -> Result<()> {
     }
 }
 
-/// The runtime directories to use, most preferred first: the override
-/// alone when set; else `/run/cuframes`, `$XDG_RUNTIME_DIR/cuframes`,
+/// The runtime directories to use, most preferred first: `explicit` alone
+/// when given (a config's `runtime_dir`), else `$CUFRAMES_RUNTIME_DIR` alone
+/// when set, else `/run/cuframes`, `$XDG_RUNTIME_DIR/cuframes`,
 /// `/tmp/cuframes-<uid>`.
-pub fn runtime_dir_candidates() -> Vec<PathBuf> {
+pub fn runtime_dir_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(dir) = explicit {
+        return vec![dir.to_owned()];
+    }
     if let Some(dir) = std::env::var_os(RUNTIME_DIR_ENV).filter(|d| !d.is_empty()) {
         return vec![PathBuf::from(dir)];
     }
@@ -107,10 +111,10 @@ impl KeyPaths {
 
     /// Where a publisher of `key` puts its resources: the first candidate
     /// directory that exists or can be created (decision 5).
-    pub fn for_publisher(key: &str) -> Result<KeyPaths> {
+    pub fn for_publisher(key: &str, runtime_dir: Option<&Path>) -> Result<KeyPaths> {
         validate_key(key)?;
         let mut tried = Vec::new();
-        for dir in runtime_dir_candidates() {
+        for dir in runtime_dir_candidates(runtime_dir) {
             match ensure_dir(&dir) {
                 Ok(()) => return KeyPaths::in_dir(key, &dir),
                 Err(e) => tried.push(format!("{}: {e}", dir.display())),
@@ -127,9 +131,9 @@ impl KeyPaths {
 
     /// Where a subscriber finds `key`: the first candidate directory holding
     /// its socket.
-    pub fn for_subscriber(key: &str) -> Result<KeyPaths> {
+    pub fn for_subscriber(key: &str, runtime_dir: Option<&Path>) -> Result<KeyPaths> {
         validate_key(key)?;
-        let dirs = runtime_dir_candidates();
+        let dirs = runtime_dir_candidates(runtime_dir);
         for dir in &dirs {
             let paths = KeyPaths::in_dir(key, dir)?;
             if std::fs::symlink_metadata(&paths.socket).is_ok() {
@@ -299,7 +303,7 @@ impl Drop for KeyClaim {
 
 /// Every key with a resource on this machine: shared headers in /dev/shm
 /// and sockets or locks in the runtime directories. Sorted, unique.
-pub fn list_keys() -> Vec<String> {
+pub fn list_keys(runtime_dir: Option<&Path>) -> Vec<String> {
     let mut keys = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/dev/shm") {
         for entry in entries.flatten() {
@@ -309,7 +313,7 @@ pub fn list_keys() -> Vec<String> {
             }
         }
     }
-    for dir in runtime_dir_candidates() {
+    for dir in runtime_dir_candidates(runtime_dir) {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
@@ -343,9 +347,9 @@ pub struct KeyStatus {
 
 /// Looks at `key`'s resources. Liveness: the lock is held, or (for other
 /// implementations) the socket accepts.
-pub fn key_status(key: &str) -> Result<KeyStatus> {
+pub fn key_status(key: &str, runtime_dir: Option<&Path>) -> Result<KeyStatus> {
     validate_key(key)?;
-    let dirs = runtime_dir_candidates();
+    let dirs = runtime_dir_candidates(runtime_dir);
     let mut chosen = KeyPaths::in_dir(key, &dirs[0])?;
     for dir in &dirs {
         let paths = KeyPaths::in_dir(key, dir)?;
@@ -370,8 +374,8 @@ pub fn key_status(key: &str) -> Result<KeyStatus> {
 
 /// Removes `key`'s resources when no live process owns them. Returns what
 /// was removed; `AlreadyExists` when the key is live.
-pub fn cleanup_key(key: &str) -> Result<Vec<String>> {
-    let status = key_status(key)?;
+pub fn cleanup_key(key: &str, runtime_dir: Option<&Path>) -> Result<Vec<String>> {
+    let status = key_status(key, runtime_dir)?;
     if !status.has_lock && !status.has_socket && !status.has_shm {
         return Ok(Vec::new());
     }

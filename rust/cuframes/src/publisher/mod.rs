@@ -5,6 +5,7 @@ mod control;
 mod registry;
 
 use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
@@ -102,6 +103,9 @@ pub struct PublisherConfig {
     pub cuda: Option<CudaBinding>,
     /// How long a connecting subscriber may take to finish its handshake.
     pub handshake_timeout: Duration,
+    /// Directory for socket and lock instead of `$CUFRAMES_RUNTIME_DIR` /
+    /// `/run/cuframes` (decision 5).
+    pub runtime_dir: Option<PathBuf>,
 }
 
 impl PublisherConfig {
@@ -119,6 +123,7 @@ impl PublisherConfig {
             fps: None,
             cuda: None,
             handshake_timeout: Duration::from_secs(5),
+            runtime_dir: None,
         }
     }
 }
@@ -173,7 +178,7 @@ impl Publisher {
         }
         let memory = config.memory.resolve()?;
         let layout = FrameLayout::aligned(config.format, config.width, config.height, PITCH_ALIGNMENT)?;
-        let paths = KeyPaths::for_publisher(&config.key)?;
+        let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref())?;
         let claim = KeyClaim::acquire(&paths)?;
         let pool = create_pool(memory, &config.key, &layout, config.ring_size)?;
         let meta = frame_meta(&layout, memory, config.fps)?;

@@ -5,6 +5,7 @@ mod lease;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -71,6 +72,9 @@ pub struct SubscriberConfig {
     pub cuda: Option<CudaBinding>,
     /// CUDA device ordinal sent in HELLO_REQ (-1 = none).
     pub cuda_device: i32,
+    /// Directory to find the socket in instead of `$CUFRAMES_RUNTIME_DIR` /
+    /// the default search (decision 5).
+    pub runtime_dir: Option<PathBuf>,
 }
 
 impl SubscriberConfig {
@@ -83,6 +87,7 @@ impl SubscriberConfig {
             connect_timeout: Duration::from_secs(5),
             cuda: None,
             cuda_device: -1,
+            runtime_dir: None,
         }
     }
 }
@@ -118,7 +123,7 @@ pub struct Subscriber {
 impl Subscriber {
     /// Connects to the publisher of `config.key` and completes the handshake.
     pub fn connect(config: SubscriberConfig) -> Result<Subscriber> {
-        let paths = KeyPaths::for_subscriber(&config.key)?;
+        let paths = KeyPaths::for_subscriber(&config.key, config.runtime_dir.as_deref())?;
         let key = config.key.clone();
         let sock = UnixStream::connect(&paths.socket).map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
             Some(Errno::ECONNREFUSED) => Error::new(
