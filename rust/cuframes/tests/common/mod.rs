@@ -1,0 +1,83 @@
+//! Helpers shared by the integration tests: unique keys, a private runtime
+//! directory per test, and small publishers/subscribers on host memory.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use cuframes::{
+    MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Subscriber, SubscriberConfig, pattern,
+};
+
+/// A key unique to this process and call (shm names are global).
+pub fn unique_key(tag: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "t{}-{tag}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A 64x48 NV12 host-memory publisher config in `dir`.
+pub fn config(key: &str, dir: &Path) -> PublisherConfig {
+    let mut c = PublisherConfig::new(key, PixelFormat::Nv12, 64, 48);
+    c.memory = MemoryRequest::Host;
+    c.runtime_dir = Some(dir.to_owned());
+    c
+}
+
+pub fn strict(key: &str, dir: &Path, ring: usize, ack_timeout: Duration) -> PublisherConfig {
+    let mut c = config(key, dir);
+    c.ring_size = ring;
+    c.policy = Policy::StrictWait;
+    c.ack_timeout = ack_timeout;
+    c
+}
+
+pub fn subscriber_config(key: &str, dir: &Path, name: &str) -> SubscriberConfig {
+    let mut c = SubscriberConfig::new(key);
+    c.name = name.to_owned();
+    c.runtime_dir = Some(dir.to_owned());
+    c
+}
+
+pub fn subscribe(key: &str, dir: &Path, name: &str) -> Subscriber {
+    Subscriber::connect(subscriber_config(key, dir, name)).expect("subscribe")
+}
+
+/// Publishes the pattern frame for the next seq.
+pub fn publish_pattern(publisher: &mut Publisher) -> u64 {
+    let layout = publisher.layout().clone();
+    let frame = publisher.next_seq() - 1;
+    publisher
+        .publish_with(frame as i64 * 1000, |planes| {
+            pattern::fill_frame(&layout, frame, planes)
+        })
+        .expect("publish")
+}
+
+/// Whether the lease holds the pattern frame for its seq.
+pub fn lease_matches(lease: &cuframes::FrameLease) -> bool {
+    let layout = lease.layout().clone();
+    (0..layout.planes().len()).all(|p| {
+        lease
+            .host_plane(p)
+            .is_some_and(|b| pattern::check_plane(&layout, lease.seq() - 1, p, b))
+    })
+}
+
+/// Polls `cond` until true or `limit` passes; returns whether it held.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    cond()
+}
+
+pub const SECOND: Option<Duration> = Some(Duration::from_secs(1));

@@ -1,0 +1,288 @@
+//! Ring policies (spec §5, decision 4): STRICT_WAIT back-pressure and ACK
+//! timeout, DROP_OLDEST overwrite detection, subscriber modes.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode};
+
+#[test]
+fn strict_wait_blocks_until_the_slot_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("backpressure");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_secs(10))).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "holder");
+    let published = Arc::new(AtomicU64::new(0));
+    let counter = published.clone();
+    let worker = std::thread::spawn(move || {
+        for _ in 0..3 {
+            publish_pattern(&mut publisher);
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+        publisher
+    });
+    // Seq 1 and 2 fill the ring; seq 3 reuses seq 1's slot and must wait.
+    let first = sub.next(SECOND).unwrap();
+    assert_eq!(first.seq(), 1);
+    assert!(eventually(Duration::from_secs(1), || published
+        .load(Ordering::SeqCst)
+        == 2));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        published.load(Ordering::SeqCst),
+        2,
+        "publisher waits for the held frame"
+    );
+    assert!(
+        lease_matches(&first),
+        "a held frame is never overwritten under strict-wait"
+    );
+    let released = Instant::now();
+    first.release().unwrap();
+    assert!(eventually(Duration::from_secs(1), || published
+        .load(Ordering::SeqCst)
+        == 3));
+    assert!(released.elapsed() < Duration::from_millis(500));
+    let publisher = worker.join().unwrap();
+    assert_eq!(publisher.stats().ack_timeouts, 0);
+    for want in 2..=3 {
+        let lease = sub.next(SECOND).unwrap();
+        assert_eq!(lease.seq(), want);
+        assert!(lease_matches(&lease));
+    }
+    assert_eq!(sub.stats().dropped, 0);
+}
+
+#[test]
+fn ack_timeout_drops_only_the_slow_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("acktimeout");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_millis(200))).unwrap();
+    let mut fast = subscribe(&key, dir.path(), "fast");
+    let mut slow = subscribe(&key, dir.path(), "slow");
+    let reader = std::thread::spawn(move || {
+        let mut seqs = Vec::new();
+        let mut bad = 0;
+        while seqs.len() < 40 {
+            let lease = fast
+                .next(Some(Duration::from_secs(5)))
+                .expect("fast subscriber keeps receiving");
+            if !lease_matches(&lease) {
+                bad += 1;
+            }
+            seqs.push(lease.seq());
+            lease.release().expect("never overwritten under strict-wait");
+        }
+        (seqs, bad, fast)
+    });
+    let started = Instant::now();
+    for _ in 0..40 {
+        publish_pattern(&mut publisher);
+    }
+    let elapsed = started.elapsed();
+    let (seqs, bad, fast) = reader.join().unwrap();
+    let stats = fast.stats();
+    assert_eq!(seqs, (1..=40).collect::<Vec<_>>(), "fast subscriber lost nothing");
+    assert_eq!(bad, 0);
+    assert_eq!(stats.dropped, 0);
+    assert_eq!(
+        publisher.stats().ack_timeouts,
+        1,
+        "exactly the slow one was dropped"
+    );
+    assert_eq!(publisher.subscriber_count(), 1);
+    assert!(
+        elapsed < Duration::from_millis(1500),
+        "one timeout's wait, not one per frame: {elapsed:?}"
+    );
+    let err = loop {
+        match slow.next(SECOND) {
+            Ok(_) => continue, // frames from before it was dropped
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::Disconnected);
+    assert!(err.to_string().contains("no ACK"), "{err}");
+}
+
+#[test]
+fn drop_oldest_reports_an_overwritten_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("overwrite");
+    let mut cfg = config(&key, dir.path());
+    cfg.ring_size = 2;
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "s");
+    publish_pattern(&mut publisher);
+    let lease = sub.next(SECOND).unwrap();
+    assert!(lease.is_intact() && lease_matches(&lease));
+    for _ in 0..2 {
+        publish_pattern(&mut publisher); // seq 3 lands in seq 1's slot
+    }
+    assert!(!lease.is_intact());
+    assert!(!lease_matches(&lease), "the bytes really changed under the lease");
+    let err = lease.release().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Overwritten);
+    assert_eq!(sub.stats().overwritten, 1);
+}
+
+#[test]
+fn a_lagging_sequential_subscriber_counts_lost_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("lag");
+    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap(); // ring 4
+    let mut sub = subscribe(&key, dir.path(), "s");
+    for _ in 0..10 {
+        publish_pattern(&mut publisher);
+    }
+    let seqs: Vec<u64> = (0..4).map(|_| sub.next(SECOND).unwrap().seq()).collect();
+    assert_eq!(seqs, [7, 8, 9, 10], "the ring holds the last four");
+    assert_eq!(sub.stats().dropped, 6);
+    assert_eq!(sub.stats().received, 4);
+}
+
+#[test]
+fn latest_mode_skips_to_the_newest_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("latest");
+    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let mut cfg = subscriber_config(&key, dir.path(), "latest");
+    cfg.mode = SubscriberMode::Latest;
+    let mut sub = Subscriber::connect(cfg).unwrap();
+    for _ in 0..3 {
+        publish_pattern(&mut publisher);
+    }
+    let lease = sub.next(SECOND).unwrap();
+    assert_eq!(lease.seq(), 3);
+    assert!(lease_matches(&lease));
+    assert_eq!(sub.stats().dropped, 2);
+}
+
+/// Under STRICT_WAIT a LATEST subscriber ACKs the frames it skips, so the
+/// publisher runs at the pace of the subscriber's reads, never into the ACK
+/// timeout.
+#[test]
+fn latest_mode_never_stalls_strict_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("lateststrict");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_secs(10))).unwrap();
+    let mut cfg = subscriber_config(&key, dir.path(), "latest");
+    cfg.mode = SubscriberMode::Latest;
+    let mut sub = Subscriber::connect(cfg).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut last = 0;
+        while last < 100 {
+            let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
+            assert!(lease.seq() > last, "newest first, never backwards");
+            assert!(lease_matches(&lease));
+            last = lease.seq();
+            drop(lease);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sub.stats()
+    });
+    let started = Instant::now();
+    for _ in 0..100 {
+        publish_pattern(&mut publisher);
+    }
+    let stats = reader.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(publisher.stats().ack_timeouts, 0);
+    assert_eq!(stats.received + stats.dropped, 100, "every frame read or skipped");
+}
+
+#[test]
+fn flush_waits_for_outstanding_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("flush");
+    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "s");
+    publish_pattern(&mut publisher);
+    publish_pattern(&mut publisher);
+    let err = publisher.flush(Duration::from_millis(50)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert_eq!(publisher.subscriber_count(), 1, "flush never drops anyone");
+    for _ in 0..2 {
+        sub.next(SECOND).unwrap().release().unwrap();
+    }
+    publisher.flush(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn next_times_out_and_waits_for_subscribers_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("timeouts");
+    let publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let err = publisher
+        .wait_for_subscribers(1, Duration::from_millis(30))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    let mut sub = subscribe(&key, dir.path(), "s");
+    publisher.wait_for_subscribers(1, Duration::from_secs(1)).unwrap();
+    let start = Instant::now();
+    let err = sub.next(Some(Duration::from_millis(80))).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(75) && took < Duration::from_millis(600),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn eventfd_wakes_a_blocked_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("wake");
+    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "s");
+    let waiter = std::thread::spawn(move || {
+        let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
+        (lease.seq(), Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let published = Instant::now();
+    publish_pattern(&mut publisher);
+    let (seq, woke) = waiter.join().unwrap();
+    assert_eq!(seq, 1);
+    assert!(woke.duration_since(published) < Duration::from_millis(50));
+}
+
+#[test]
+fn many_frames_in_order_with_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("many");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_secs(5))).unwrap();
+    let subs: Vec<Subscriber> = (0..3)
+        .map(|i| subscribe(&key, dir.path(), &format!("r{i}")))
+        .collect();
+    let readers: Vec<_> = subs
+        .into_iter()
+        .map(|mut sub| {
+            std::thread::spawn(move || {
+                let mut good = 0;
+                for want in 1..=2000u64 {
+                    let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
+                    assert_eq!(lease.seq(), want);
+                    good += lease_matches(&lease) as u64;
+                }
+                (good, sub.stats())
+            })
+        })
+        .collect();
+    for _ in 0..2000 {
+        publish_pattern(&mut publisher);
+    }
+    for r in readers {
+        let (good, stats) = r.join().unwrap();
+        assert_eq!(good, 2000);
+        assert_eq!((stats.dropped, stats.overwritten), (0, 0));
+    }
+}
