@@ -298,9 +298,8 @@ fn reserved_bytes_are_ignored_on_read() {
         let mut bytes = msg.encode().unwrap();
         let n = bytes.len();
         // Every message ends in reserved bytes (8 or 12); set them.
-        let reserved = if matches!(msg, Message::Ping { .. } | Message::Pong { .. }) {
-            8
-        } else if matches!(&msg, Message::HelloResp(r) if r.accept.is_none()) {
+        let short_refusal = matches!(&msg, Message::HelloResp(r) if r.accept.is_none());
+        let reserved = if matches!(msg, Message::Ping { .. } | Message::Pong { .. }) || short_refusal {
             8
         } else {
             12
