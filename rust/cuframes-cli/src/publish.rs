@@ -46,7 +46,8 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     config.policy = Policy::parse(&a.policy)?;
     config.ack_timeout = Duration::from_millis(a.ack_timeout_ms);
     config.memory = MemoryRequest::parse(&a.memory)?;
-    config.fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
+    let fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
+    config.fps = fps;
     let mut publisher = Publisher::create(config)?;
     let say = |text: String| {
         if !a.quiet {
@@ -112,7 +113,9 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
                 break;
             }
         }
-        let pts_ns = interval.map_or(index as i64, |i| (i.as_nanos() as f64 * index as f64) as i64);
+        let pts_ns = fps.map_or(index as i64, |(num, den)| {
+            (index as u128 * 1_000_000_000 * den as u128 / num as u128) as i64
+        });
         let seq = publisher.publish_with(pts_ns, |planes| pattern::fill_frame(&layout, index, planes))?;
         debug_assert_eq!(seq, index + 1, "pattern frame index is seq - 1");
         index += 1;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every check and test of the project. CI runs exactly this (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "test.sh: cargo not found; install a Rust toolchain (rustup) first" >&2
+    exit 1
+fi
+for component in rustfmt clippy; do
+    if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+        rustup component add "$component"
+    fi
+done
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
