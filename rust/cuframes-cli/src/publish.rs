@@ -35,10 +35,21 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     let stop = signals::install();
     let format = PixelFormat::parse(&a.format)?;
     let (width, height) = parse_size(&a.size)?;
-    if !a.fps.is_finite() || a.fps < 0.0 || a.fps > 100_000.0 {
+    // Below 0.001 the rate's fraction (denominator 1000) would round to 0.
+    if !a.fps.is_finite() || a.fps < 0.0 || a.fps > 100_000.0 || (a.fps > 0.0 && a.fps < 0.001) {
         return Err(Error::new(
             cuframes::ErrorKind::InvalidArgument,
-            format!("bad --fps {}: use 0 to 100000", a.fps),
+            format!("bad --fps {}: use 0 (unthrottled) or 0.001 to 100000", a.fps),
+        ));
+    }
+    let max_subscribers = cuframes::wire::LAST_SUBSCRIBER_BIT as usize;
+    if a.wait_subscribers > max_subscribers {
+        return Err(Error::new(
+            cuframes::ErrorKind::InvalidArgument,
+            format!(
+                "bad --wait-subscribers {}: a publisher serves at most {max_subscribers} subscribers",
+                a.wait_subscribers
+            ),
         ));
     }
     let mut config = PublisherConfig::new(a.key.clone(), format, width, height);
@@ -79,6 +90,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
                         return Ok(ExitCode::SUCCESS);
                     }
                 }
+                Err(e) if e.kind() != cuframes::ErrorKind::Timeout => return Err(e),
                 Err(_) => {
                     return Err(Error::new(
                         cuframes::ErrorKind::Timeout,

@@ -1,0 +1,223 @@
+//! Failures of `cuframes publish` / `subscribe`: exit 1 and exactly one
+//! `cuframes: error: ...` line on stderr that says what went wrong.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
+use std::time::Duration;
+
+use common::{EXIT_LIMIT, TestEnv, shm_path};
+use cuframes::wire::{HelloResp, Message, TLV_HEADER_LEN, msg_type};
+use cuframes::{
+    ErrorKind, MemoryRequest, PixelFormat, Publisher, PublisherConfig, Subscriber, SubscriberConfig,
+};
+
+fn host_publisher(env: &TestEnv, key: &str) -> Publisher {
+    let mut config = PublisherConfig::new(key, PixelFormat::Nv12, 64, 48);
+    config.memory = MemoryRequest::Host;
+    config.runtime_dir = Some(env.dir().to_owned());
+    Publisher::create(config).expect("in-process publisher")
+}
+
+/// Asserts that nothing of `key` exists (a rejected command created nothing).
+fn assert_nothing_created(env: &TestEnv, key: &str) {
+    let entries: Vec<_> = std::fs::read_dir(env.dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(entries.is_empty(), "runtime dir not empty: {entries:?}");
+    if !key.is_empty() && !key.contains('/') && key.len() <= 63 {
+        assert!(!shm_path(key).exists(), "shared memory created for {key}");
+    }
+}
+
+#[test]
+fn bad_keys_are_rejected() {
+    let env = TestEnv::new();
+    let long = "k".repeat(64);
+    for key in ["a/b", long.as_str(), "a.b", ""] {
+        let out = env.run(&[
+            "publish", key, "--memory", "host", "--size", "160x120", "--frames", "1",
+        ]);
+        out.assert_error(&["invalid key"]);
+        assert_nothing_created(&env, key);
+        let out = env.run(&["subscribe", key, "--frames", "1"]);
+        out.assert_error(&["invalid key"]);
+    }
+    // 63 characters is the longest valid key: that one is merely unpublished.
+    let longest = "k".repeat(63);
+    env.run(&["subscribe", longest.as_str(), "--frames", "1"])
+        .assert_error(&["no publisher"]);
+}
+
+#[test]
+fn subscribe_without_publisher() {
+    let env = TestEnv::new();
+    let key = env.key("err-nopub");
+    let line = env
+        .run(&["subscribe", &key, "--frames", "1"])
+        .assert_error(&["no publisher", &key]);
+    assert!(!line.contains("cleanup"), "nothing stale to clean up: {line}");
+    // --json does not turn a connect failure into JSON on stdout.
+    let out = env.run(&["subscribe", &key, "--frames", "1", "--json"]);
+    out.assert_error(&["no publisher"]);
+    assert!(out.stdout.trim().is_empty(), "{out}");
+}
+
+#[test]
+fn subscribe_to_stale_socket_of_killed_publisher() {
+    let env = TestEnv::new();
+    let key = env.key("err-stale");
+    let mut publisher = env.start_publisher(&key, "--size 160x120 --fps 100 --frames 0");
+    publisher.kill9();
+    publisher.wait(EXIT_LIMIT);
+    assert!(env.socket(&key).exists(), "the killed publisher's socket stays");
+    let line = env
+        .run(&["subscribe", &key, "--frames", "1"])
+        .assert_error(&["no publisher", "stale"]);
+    assert!(
+        line.contains(&format!("cuframes cleanup {key}")),
+        "should say how to clean up: {line}"
+    );
+}
+
+#[test]
+fn thirty_second_subscriber_is_refused() {
+    let env = TestEnv::new();
+    let key = env.key("err-toomany");
+    let publisher = host_publisher(&env, &key);
+    let mut subscribers: Vec<Subscriber> = (0..31)
+        .map(|i| {
+            let mut config = SubscriberConfig::new(key.clone());
+            config.name = format!("in-process-{i}");
+            config.runtime_dir = Some(env.dir().to_owned());
+            Subscriber::connect(config).unwrap_or_else(|e| panic!("subscriber {i}: {e}"))
+        })
+        .collect();
+    publisher
+        .wait_for_subscribers(31, Duration::from_secs(5))
+        .expect("31 subscribers");
+    let out = env.run(&["subscribe", &key, "--frames", "1"]);
+    out.assert_error(&["too many subscribers", "31"]);
+    assert_eq!(publisher.subscriber_count(), 31);
+    // One leaves: the next one gets in.
+    drop(subscribers.pop());
+    common::wait_until(Duration::from_secs(5), "a free subscriber slot", || {
+        publisher.subscriber_count() == 30
+    });
+    let out = env.run(&[
+        "subscribe",
+        &key,
+        "--frames",
+        "1",
+        "--timeout-ms",
+        "200",
+        "--json",
+    ]);
+    // Nothing is published, so it gets in and then times out waiting for a frame.
+    out.assert_error(&["no frame", "200 ms"]);
+    let summary = out.json();
+    assert_eq!(common::uint(&summary, "frames"), 0, "{summary}");
+    assert_eq!(subscribers.len(), 30);
+}
+
+/// A fake publisher speaking protocol v2 answers HELLO_REQ with a
+/// version-mismatch HELLO_RESP.
+#[test]
+fn protocol_version_mismatch() {
+    let env = TestEnv::new();
+    let key = env.key("err-version");
+    let listener = UnixListener::bind(env.socket(&key)).expect("bind fake publisher");
+    let fake = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().expect("accept");
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut header = [0u8; TLV_HEADER_LEN];
+        conn.read_exact(&mut header).expect("HELLO_REQ header");
+        let kind = u32::from_le_bytes(header[0..4].try_into().unwrap());
+        let len = u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize;
+        let mut payload = vec![0u8; len];
+        conn.read_exact(&mut payload).expect("HELLO_REQ payload");
+        let reply = Message::HelloResp(HelloResp {
+            result: ErrorKind::Protocol.code(),
+            proto_version: 2,
+            accept: None,
+        })
+        .encode()
+        .expect("encode HELLO_RESP");
+        conn.write_all(&reply).expect("send HELLO_RESP");
+        // Wait for the subscriber to hang up.
+        let mut rest = Vec::new();
+        let _ = conn.read_to_end(&mut rest);
+        (kind, rest.len())
+    });
+    let line = env
+        .run(&["subscribe", &key, "--frames", "1"])
+        .assert_error(&["version mismatch", "v2", "v1"]);
+    let (kind, trailing) = fake.join().expect("fake publisher");
+    assert_eq!(kind, msg_type::HELLO_REQ, "first message must be HELLO_REQ");
+    assert_eq!(trailing, 0, "nothing may follow a refused HELLO ({line})");
+}
+
+#[test]
+fn second_publisher_on_live_key() {
+    let env = TestEnv::new();
+    let key = env.key("err-twice");
+    let first = env.start_publisher(&key, "--size 160x120 --fps 100 --frames 0");
+    let out = env.run(&[
+        "publish", &key, "--memory", "host", "--size", "160x120", "--frames", "1",
+    ]);
+    let line = out.assert_error(&["already published", &key]);
+    assert!(
+        line.contains(&first.pid().to_string()),
+        "should name the owner's pid: {line}"
+    );
+    // The first publisher is untouched and still serves.
+    assert!(env.socket(&key).exists() && shm_path(&key).exists());
+    let summary = env
+        .subscribe(&key, "--verify --frames 5")
+        .wait(EXIT_LIMIT)
+        .assert_success()
+        .json();
+    assert_eq!(common::uint(&summary, "verified"), 5, "{summary}");
+    first.signal(nix::sys::signal::Signal::SIGTERM);
+    first.wait(EXIT_LIMIT).assert_success();
+}
+
+#[test]
+fn bad_publish_arguments() {
+    let env = TestEnv::new();
+    let key = env.key("err-args");
+    let cases: [(&[&str], &[&str]); 11] = [
+        (&["--ring", "0"], &["ring size 0", "1..=16"]),
+        (&["--ring", "17"], &["ring size 17", "1..=16"]),
+        (&["--size", "0x10"], &["0x10", "out of range"]),
+        (&["--size", "160"], &["bad size '160'"]),
+        (&["--format", "rgb24"], &["unknown pixel format 'rgb24'"]),
+        (&["--policy", "foo"], &["unknown policy 'foo'"]),
+        (&["--memory", "gpu"], &["unknown memory kind 'gpu'"]),
+        (&["--fps=-1"], &["bad --fps -1"]),
+        (&["--fps", "0.0001"], &["bad --fps 0.0001"]),
+        (&["--wait-subscribers", "32"], &["--wait-subscribers 32", "31"]),
+        (
+            &["--policy", "strict-wait", "--ack-timeout-ms", "0"],
+            &["ACK timeout"],
+        ),
+    ];
+    for (args, phrases) in cases {
+        let mut argv = vec!["publish", key.as_str(), "--frames", "1"];
+        argv.extend_from_slice(args);
+        if !args.contains(&"--memory") {
+            argv.extend_from_slice(&["--memory", "host"]);
+        }
+        if !args.contains(&"--size") {
+            argv.extend_from_slice(&["--size", "160x120"]);
+        }
+        let out = env.run(&argv);
+        out.assert_error(phrases);
+        assert_nothing_created(&env, &key);
+    }
+    let out = env.run(&["subscribe", &key, "--mode", "newest"]);
+    out.assert_error(&["unknown mode 'newest'"]);
+}

@@ -1,0 +1,380 @@
+//! Helpers for the `cuframes` process tests: a private runtime directory
+//! per test, unique keys, child processes that are always reaped (and killed
+//! when a test fails), deadlines instead of sleeps, and parsing of
+//! `subscribe --json`.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// How long a child that should end soon may take before the test fails.
+pub const EXIT_LIMIT: Duration = Duration::from_secs(15);
+/// How long a socket may take to appear.
+pub const SOCKET_LIMIT: Duration = Duration::from_secs(5);
+
+/// The `cuframes` binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cuframes")
+}
+
+/// A private runtime directory plus the keys a test used; dropping it removes
+/// whatever shared memory those keys left behind (killed publishers leave it).
+#[derive(Debug)]
+pub struct TestEnv {
+    dir: tempfile::TempDir,
+    keys: Mutex<Vec<String>>,
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        TestEnv {
+            dir: tempfile::tempdir().expect("temp runtime dir"),
+            keys: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The runtime directory (CUFRAMES_RUNTIME_DIR of every child).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A key unique on this machine: `t<pid>-<tag>` (tags are unique per test binary).
+    pub fn key(&self, tag: &str) -> String {
+        let key = format!("t{}-{tag}", std::process::id());
+        assert!(key.len() <= 63, "key {key} too long");
+        self.keys.lock().unwrap().push(key.clone());
+        key
+    }
+
+    pub fn socket(&self, key: &str) -> PathBuf {
+        self.dir().join(format!("{key}.sock"))
+    }
+
+    pub fn lock(&self, key: &str) -> PathBuf {
+        self.dir().join(format!("{key}.lock"))
+    }
+
+    /// `cuframes <args>` with CUFRAMES_RUNTIME_DIR set and stdout/stderr piped.
+    pub fn command<S: AsRef<str>>(&self, args: &[S]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.args(args.iter().map(|a| a.as_ref()))
+            .env("CUFRAMES_RUNTIME_DIR", self.dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Starts `cuframes <args>`.
+    pub fn spawn<S: AsRef<str>>(&self, name: &str, args: &[S]) -> Proc {
+        Proc::spawn(name, self.command(args))
+    }
+
+    /// Runs `cuframes <args>` to completion (bounded by [`EXIT_LIMIT`]).
+    pub fn run<S: AsRef<str>>(&self, args: &[S]) -> Finished {
+        let name = args.first().map_or("cuframes", |a| a.as_ref()).to_owned();
+        self.spawn(&name, args).wait(EXIT_LIMIT)
+    }
+
+    /// `cuframes publish KEY --memory host <options>` (options split at whitespace).
+    pub fn publish(&self, key: &str, options: &str) -> Proc {
+        let mut args = vec!["publish", key, "--memory", "host"];
+        args.extend(options.split_whitespace());
+        self.spawn(&format!("publish {key}"), &args)
+    }
+
+    /// `cuframes subscribe KEY --json <options>` (options split at whitespace).
+    pub fn subscribe(&self, key: &str, options: &str) -> Proc {
+        let mut args = vec!["subscribe", key, "--json"];
+        args.extend(options.split_whitespace());
+        self.spawn(&format!("subscribe {key}"), &args)
+    }
+
+    /// Waits until `key`'s socket exists and accepts connections.
+    pub fn wait_for_socket(&self, key: &str) {
+        let path = self.socket(key);
+        wait_until(
+            SOCKET_LIMIT,
+            &format!("socket {} to accept", path.display()),
+            || std::os::unix::net::UnixStream::connect(&path).is_ok(),
+        );
+    }
+
+    /// Starts a publisher and waits until its socket accepts connections
+    /// (panics with the publisher's output when it exits first).
+    pub fn start_publisher(&self, key: &str, options: &str) -> Proc {
+        let mut publisher = self.publish(key, options);
+        let path = self.socket(key);
+        let deadline = Instant::now() + SOCKET_LIMIT;
+        loop {
+            if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+                return publisher;
+            }
+            if !publisher.is_running() {
+                let out = publisher.wait(EXIT_LIMIT);
+                panic!("publisher of {key} exited before its socket appeared: {out}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "socket {} did not appear within {SOCKET_LIMIT:?}",
+                path.display()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        TestEnv::new()
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        for key in self.keys.lock().map(|k| k.clone()).unwrap_or_default() {
+            let _ = std::fs::remove_file(shm_path(&key));
+        }
+    }
+}
+
+/// `/dev/shm/cuframes-<key>`.
+pub fn shm_path(key: &str) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/cuframes-{key}"))
+}
+
+/// Polls `cond` every 2 ms; panics when it is still false after `limit`.
+/// Returns how long it took.
+pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A finished child: status and everything it wrote.
+#[derive(Debug)]
+pub struct Finished {
+    pub name: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// The exit code (None when killed by a signal).
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// Asserts a clean exit 0.
+    pub fn assert_success(&self) -> &Finished {
+        assert!(self.status.success(), "{} failed: {self}", self.name);
+        self
+    }
+
+    /// The last non-empty stdout line as JSON (`subscribe --json`, `ls --json`, ...).
+    pub fn json(&self) -> Value {
+        last_json_line(&self.stdout).unwrap_or_else(|e| panic!("{}: {e}: {self}", self.name))
+    }
+
+    /// The non-empty stderr lines.
+    pub fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| !l.trim().is_empty()).collect()
+    }
+
+    /// Asserts a failure (exit 1) reported as exactly one stderr line
+    /// `cuframes: error: ...` containing every one of `phrases`; returns the line.
+    pub fn assert_error(&self, phrases: &[&str]) -> String {
+        assert_eq!(
+            self.code(),
+            Some(1),
+            "{} should fail with exit 1: {self}",
+            self.name
+        );
+        let lines = self.stderr_lines();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{} should print exactly one stderr line: {self}",
+            self.name
+        );
+        let line = lines[0];
+        assert!(
+            line.starts_with("cuframes: error:"),
+            "{}: bad error line: {self}",
+            self.name
+        );
+        for phrase in phrases {
+            assert!(
+                line.contains(phrase),
+                "{}: error line lacks {phrase:?}: {self}",
+                self.name
+            );
+        }
+        line.to_owned()
+    }
+}
+
+impl std::fmt::Display for Finished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} exited with {:?} (signal {:?})\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.name,
+            self.status.code(),
+            self.status.signal(),
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+/// Parses the last non-empty line of `stdout` as JSON.
+pub fn last_json_line(stdout: &str) -> Result<Value, String> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .ok_or("no output on stdout")?;
+    serde_json::from_str(line).map_err(|e| format!("last stdout line is not JSON ({e}): {line}"))
+}
+
+/// A child process whose pipes are drained in the background; dropping it
+/// kills and reaps the child, so a failing test leaves nothing running.
+#[derive(Debug)]
+pub struct Proc {
+    name: String,
+    child: Child,
+    stdout: Option<JoinHandle<String>>,
+    stderr: Option<JoinHandle<String>>,
+    reaped: bool,
+}
+
+fn drain(pipe: Option<impl Read + Send + 'static>) -> Option<JoinHandle<String>> {
+    let mut pipe = pipe?;
+    Some(std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }))
+}
+
+impl Proc {
+    pub fn spawn(name: &str, mut cmd: Command) -> Proc {
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {name}: {e}"));
+        let stdout = drain(child.stdout.take());
+        let stderr = drain(child.stderr.take());
+        Proc {
+            name: name.to_owned(),
+            child,
+            stdout,
+            stderr,
+            reaped: false,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL (`kill -9`).
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+    }
+
+    /// Sends `signal`.
+    pub fn signal(&self, signal: Signal) {
+        nix::sys::signal::kill(Pid::from_raw(self.pid() as i32), signal).expect("kill(2)");
+    }
+
+    /// Whether the child has not exited yet.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the exit; kills the child and fails the test after `limit`.
+    pub fn wait(mut self, limit: Duration) -> Finished {
+        match self.wait_within(limit) {
+            Ok(out) => out,
+            Err(out) => panic!("{} did not exit within {limit:?} (killed): {out}", out.name),
+        }
+    }
+
+    /// Waits for the exit up to `limit`: Ok with the result, or Err (with the
+    /// output so far) after killing the child when it hung.
+    pub fn wait_within(&mut self, limit: Duration) -> Result<Finished, Finished> {
+        let deadline = Instant::now() + limit;
+        let mut hung = false;
+        let status = loop {
+            match self.child.try_wait().expect("try_wait") {
+                Some(status) => break status,
+                None if Instant::now() >= deadline => {
+                    hung = true;
+                    let _ = self.child.kill();
+                    break self.child.wait().expect("wait after kill");
+                }
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        };
+        self.reaped = true;
+        let join =
+            |h: Option<JoinHandle<String>>| h.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        let out = Finished {
+            name: self.name.clone(),
+            status,
+            stdout: join(self.stdout.take()),
+            stderr: join(self.stderr.take()),
+        };
+        if hung { Err(out) } else { Ok(out) }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Field `name` of a JSON object as u64 (panics with the object otherwise).
+pub fn uint(v: &Value, name: &str) -> u64 {
+    v[name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("field {name} is not an unsigned integer in {v}"))
+}
+
+/// Asserts that a `subscribe --json` summary read `count` verified frames,
+/// seqs `first..=first + count - 1`, with nothing mismatched or dropped.
+pub fn assert_all_verified(summary: &Value, first: u64, count: u64) {
+    assert_eq!(uint(summary, "frames"), count, "frames: {summary}");
+    assert_eq!(uint(summary, "verified"), count, "verified: {summary}");
+    assert_eq!(uint(summary, "mismatched"), 0, "mismatched: {summary}");
+    assert_eq!(uint(summary, "dropped"), 0, "dropped: {summary}");
+    assert_eq!(uint(summary, "overwritten"), 0, "overwritten: {summary}");
+    assert_eq!(uint(summary, "first_seq"), first, "first_seq: {summary}");
+    assert_eq!(
+        uint(summary, "last_seq"),
+        first + count - 1,
+        "last_seq: {summary}"
+    );
+    assert!(summary["error"].is_null(), "error: {summary}");
+}
