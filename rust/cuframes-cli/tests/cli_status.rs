@@ -162,11 +162,9 @@ fn stale_key_is_listed_and_cleaned_up() {
 }
 
 /// `cleanup KEY` run with another runtime directory must not destroy the
-/// shared memory of a live publisher: /dev/shm is global, and the header
-/// names the publisher's pid.
+/// shared memory of a live publisher: /dev/shm is global, and the
+/// publisher holds a lock on its shared header.
 #[test]
-#[ignore = "library bug: resources::key_status/cleanup_key judge liveness only by lock and socket in \
-            their own runtime dir, so a live publisher's /dev/shm header is unlinked"]
 fn cleanup_from_another_runtime_dir_spares_a_live_publisher() {
     let env = TestEnv::new();
     let other = TestEnv::new();

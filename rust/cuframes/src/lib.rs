@@ -24,6 +24,7 @@ pub mod clock;
 mod error;
 pub mod format;
 pub mod inspect;
+mod lock;
 pub mod memory;
 pub mod pattern;
 mod publisher;

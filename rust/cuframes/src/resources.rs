@@ -15,7 +15,6 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{FcntlArg, fcntl};
 use nix::libc;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -156,16 +155,6 @@ pub fn shm_name(key: &str) -> String {
     format!("/{SHM_PREFIX}{key}")
 }
 
-fn ofd_lock_request(kind: libc::c_short) -> libc::flock {
-    libc::flock {
-        l_type: kind,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: 0,
-        l_len: 0,
-        l_pid: 0,
-    }
-}
-
 /// What a connect to a socket path says about its owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SocketState {
@@ -188,14 +177,7 @@ pub fn probe_socket(path: &Path) -> SocketState {
 
 /// Whether a live process holds `key`'s lock, tested without taking it.
 pub fn lock_is_held(lock: &Path) -> bool {
-    let Ok(file) = File::open(lock) else {
-        return false;
-    };
-    let mut request = ofd_lock_request(libc::F_WRLCK as libc::c_short);
-    match fcntl(&file, FcntlArg::F_OFD_GETLK(&mut request)) {
-        Ok(_) => request.l_type != libc::F_UNLCK as libc::c_short,
-        Err(_) => false,
-    }
+    File::open(lock).is_ok_and(|file| crate::lock::is_locked_elsewhere(&file))
 }
 
 /// A publisher's exclusive claim on a key: the held lock, with every stale
@@ -222,13 +204,8 @@ impl KeyClaim {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&paths.lock)
                 .map_err(|e| Error::io(format!("opening lock {}", paths.lock.display()), &e))?;
-            let request = ofd_lock_request(libc::F_WRLCK as libc::c_short);
-            match fcntl(&file, FcntlArg::F_OFD_SETLK(&request)) {
-                Ok(_) => {}
-                Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => {
-                    return Err(already_published(key, &paths.shm_name));
-                }
-                Err(e) => return Err(Error::os(format!("locking {}", paths.lock.display()), e)),
+            if !crate::lock::try_lock_exclusive(&file, &paths.lock.display().to_string())? {
+                return Err(already_published(key, &paths.shm_name));
             }
             // The previous owner may have unlinked the file between our open
             // and our lock: only a lock on the file still at the path counts.
@@ -238,33 +215,18 @@ impl KeyClaim {
                 _ => continue,
             }
         };
-        let mut removed = Vec::new();
-        match probe_socket(&paths.socket) {
-            SocketState::Live => {
-                return Err(Error::new(
-                    ErrorKind::AlreadyExists,
-                    format!(
-                        "key '{key}' is already published: a process accepts connections on {}",
-                        paths.socket.display()
-                    ),
-                ));
+        match clear_stale(paths) {
+            Ok(removed) => Ok(KeyClaim {
+                paths: paths.clone(),
+                lock,
+                removed,
+            }),
+            Err(e) => {
+                // Still holding the lock, so removing the file we made is safe.
+                let _ = std::fs::remove_file(&paths.lock);
+                Err(e)
             }
-            SocketState::Stale => {
-                std::fs::remove_file(&paths.socket).map_err(|e| {
-                    Error::io(format!("removing stale socket {}", paths.socket.display()), &e)
-                })?;
-                removed.push(paths.socket.display().to_string());
-            }
-            SocketState::Absent => {}
         }
-        if ShmHeader::unlink(&paths.shm_name)? {
-            removed.push(format!("/dev/shm{}", paths.shm_name));
-        }
-        Ok(KeyClaim {
-            paths: paths.clone(),
-            lock,
-            removed,
-        })
     }
 
     /// The key's paths.
@@ -276,6 +238,46 @@ impl KeyClaim {
     pub fn removed(&self) -> &[String] {
         &self.removed
     }
+}
+
+/// With the key's lock held: refuses a live owner of the socket or shared
+/// header, and removes what a dead one left. Returns what was removed.
+fn clear_stale(paths: &KeyPaths) -> Result<Vec<String>> {
+    let key = &paths.key;
+    let mut removed = Vec::new();
+    match probe_socket(&paths.socket) {
+        SocketState::Live => {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!(
+                    "key '{key}' is already published: a process accepts connections on {}",
+                    paths.socket.display()
+                ),
+            ));
+        }
+        SocketState::Stale => {
+            std::fs::remove_file(&paths.socket)
+                .map_err(|e| Error::io(format!("removing stale socket {}", paths.socket.display()), &e))?;
+            removed.push(paths.socket.display().to_string());
+        }
+        SocketState::Absent => {}
+    }
+    // The shared header is global (/dev/shm) while socket and lock are per
+    // runtime directory: a publisher using another directory still holds
+    // the header's own lock.
+    if ShmHeader::owner_alive(&paths.shm_name) == Some(true) {
+        return Err(Error::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "key '{key}' is already published by a live process using another runtime directory (shared memory /dev/shm{} is in use)",
+                paths.shm_name
+            ),
+        ));
+    }
+    if ShmHeader::unlink(&paths.shm_name)? {
+        removed.push(format!("/dev/shm{}", paths.shm_name));
+    }
+    Ok(removed)
 }
 
 fn already_published(key: &str, shm: &str) -> Error {
@@ -345,8 +347,8 @@ pub struct KeyStatus {
     pub has_lock: bool,
 }
 
-/// Looks at `key`'s resources. Liveness: the lock is held, or (for other
-/// implementations) the socket accepts.
+/// Looks at `key`'s resources. Liveness: the lock file or the shared
+/// header's lock is held, or (for other implementations) the socket accepts.
 pub fn key_status(key: &str, runtime_dir: Option<&Path>) -> Result<KeyStatus> {
     validate_key(key)?;
     let dirs = runtime_dir_candidates(runtime_dir);
@@ -361,8 +363,9 @@ pub fn key_status(key: &str, runtime_dir: Option<&Path>) -> Result<KeyStatus> {
     let has_socket = std::fs::symlink_metadata(&chosen.socket).is_ok();
     let has_lock = std::fs::symlink_metadata(&chosen.lock).is_ok();
     let has_shm = Path::new("/dev/shm").join(&chosen.shm_name[1..]).exists();
-    let live =
-        lock_is_held(&chosen.lock) || (has_socket && probe_socket(&chosen.socket) == SocketState::Live);
+    let live = lock_is_held(&chosen.lock)
+        || ShmHeader::owner_alive(&chosen.shm_name) == Some(true)
+        || (has_socket && probe_socket(&chosen.socket) == SocketState::Live);
     Ok(KeyStatus {
         paths: chosen,
         live,

@@ -343,3 +343,24 @@ fn bad_configs_are_refused_with_clear_errors() {
     bad_name.mode = SubscriberMode::Latest;
     Subscriber::connect(bad_name).unwrap();
 }
+
+#[test]
+fn a_live_key_is_respected_across_runtime_directories() {
+    // /dev/shm is global while sockets and locks are per runtime directory.
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let key = unique_key("dirs");
+    let _first = Publisher::create(config(&key, one.path())).unwrap();
+    let err = Publisher::create(config(&key, two.path())).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+    assert!(err.to_string().contains("another runtime directory"), "{err}");
+    assert!(!two.path().join(format!("{key}.lock")).exists(), "a refused claim leaves no lock file");
+    let status = cuframes::resources::key_status(&key, Some(two.path())).unwrap();
+    assert!(status.live, "the shared header's lock shows the owner is alive");
+    assert_eq!(
+        cuframes::resources::cleanup_key(&key, Some(two.path()))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::AlreadyExists
+    );
+    assert!(std::path::Path::new(&format!("/dev/shm/cuframes-{key}")).exists());
+}

@@ -201,7 +201,8 @@ impl HostMapping {
         for (index, slot) in slots.iter().enumerate() {
             let (offset, length) = decode_handle(&slot.mem_handle);
             let end = offset.checked_add(layout.size() as u64);
-            if length < layout.size() as u64 || offset % 8 != 0 || end.is_none_or(|end| end > size) {
+            if length < layout.size() as u64 || !offset.is_multiple_of(8) || end.is_none_or(|end| end > size)
+            {
                 return Err(Error::corrupt(format!(
                     "slot {index}: host handle (offset {offset}, length {length}) does not fit a {}-byte frame in {size} bytes of slot memory",
                     layout.size()

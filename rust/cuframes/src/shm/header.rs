@@ -23,6 +23,9 @@ use crate::wire::layout::{
 #[derive(Debug)]
 pub(crate) struct ShmHeader {
     region: MappedRegion,
+    /// The creator keeps the object open with an OFD lock on it: the mark
+    /// of a live owner that `owner_alive` tests.
+    _owner_lock: Option<OwnedFd>,
 }
 
 impl ShmHeader {
@@ -41,8 +44,18 @@ impl ShmHeader {
             ),
             e => Error::os(format!("shm_open {name}"), e),
         })?;
-        let created = ftruncate(&fd, HEADER_SIZE as i64)
-            .map_err(|e| Error::os(format!("ftruncate {name}"), e))
+        let created = crate::lock::try_lock_exclusive(&fd, name)
+            .and_then(|locked| {
+                locked.then_some(()).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::AlreadyExists,
+                        format!("{name} is locked by another process"),
+                    )
+                })
+            })
+            .and_then(|()| {
+                ftruncate(&fd, HEADER_SIZE as i64).map_err(|e| Error::os(format!("ftruncate {name}"), e))
+            })
             .and_then(|()| MappedRegion::map(&fd, HEADER_SIZE, Access::ReadWrite, name));
         let region = match created {
             Ok(region) => region,
@@ -51,7 +64,10 @@ impl ShmHeader {
                 return Err(e);
             }
         };
-        let header = ShmHeader { region };
+        let header = ShmHeader {
+            region,
+            _owner_lock: Some(fd),
+        };
         // Everything but the magic first, then the magic with Release: an
         // opener that sees the magic sees a complete header.
         let mut body = *initial;
@@ -93,7 +109,22 @@ impl ShmHeader {
             )));
         }
         let region = MappedRegion::map(&fd, HEADER_SIZE, access, name)?;
-        Ok(ShmHeader { region })
+        Ok(ShmHeader {
+            region,
+            _owner_lock: None,
+        })
+    }
+
+    /// Whether the object `name` exists (Some) and a live creator still holds
+    /// its lock (true).
+    pub(crate) fn owner_alive(name: &str) -> Option<bool> {
+        let fd = shm_open(
+            name,
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )
+        .ok()?;
+        Some(crate::lock::is_locked_elsewhere(&fd))
     }
 
     /// Removes the object's name (mappings stay valid).
@@ -107,7 +138,7 @@ impl ShmHeader {
 
     fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
         assert!(
-            offset % 8 == 0 && offset + 8 <= self.region.len(),
+            offset.is_multiple_of(8) && offset + 8 <= self.region.len(),
             "header offset {offset}"
         );
         // SAFETY: the offset is 8-aligned inside the mapping (checked above;
@@ -126,7 +157,7 @@ impl ShmHeader {
     /// Writes `bytes` at `offset` (both multiples of 8) with relaxed atomic
     /// word stores.
     pub(crate) fn store_bytes(&self, offset: usize, bytes: &[u8]) {
-        assert!(bytes.len() % 8 == 0);
+        assert!(bytes.len().is_multiple_of(8));
         for (i, word) in bytes.chunks_exact(8).enumerate() {
             let value = u64::from_le_bytes(word.try_into().expect("8 bytes"));
             self.atomic_u64(offset + i * 8).store(value, Ordering::Relaxed);
