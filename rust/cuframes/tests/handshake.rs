@@ -353,7 +353,10 @@ fn a_live_key_is_respected_across_runtime_directories() {
     let err = Publisher::create(config(&key, two.path())).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AlreadyExists);
     assert!(err.to_string().contains("another runtime directory"), "{err}");
-    assert!(!two.path().join(format!("{key}.lock")).exists(), "a refused claim leaves no lock file");
+    assert!(
+        !two.path().join(format!("{key}.lock")).exists(),
+        "a refused claim leaves no lock file"
+    );
     let status = cuframes::resources::key_status(&key, Some(two.path())).unwrap();
     assert!(status.live, "the shared header's lock shows the owner is alive");
     assert_eq!(
