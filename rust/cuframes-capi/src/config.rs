@@ -1,0 +1,192 @@
+//! Publisher and subscriber configs: C structs the library initialises
+//! (`cuframes_*_config_init`) and the caller then edits. Zero-initialised
+//! fields mean the same defaults, except `key` (and the publisher's format
+//! and size, which have none).
+
+use std::ffi::{c_char, c_void};
+use std::time::Duration;
+
+use cuframes::{CudaBinding, PublisherConfig, Result, SubscriberConfig};
+
+use crate::error::invalid;
+use crate::ffi::{optional_path, optional_str, required_str};
+use crate::types::{
+    CUFRAMES_MEMORY_AUTO, CUFRAMES_MODE_SEQUENTIAL, CUFRAMES_POLICY_DROP_OLDEST, cuframes_format,
+    cuframes_memory, cuframes_policy, cuframes_subscriber_mode, format_from_c, memory_request_from_c,
+    mode_from_c, policy_from_c,
+};
+
+/// Ring size used when `ring_size` is 0.
+const DEFAULT_RING_SIZE: u32 = 4;
+/// ACK timeout used when `ack_timeout_ms` is 0.
+const DEFAULT_ACK_TIMEOUT_MS: u32 = 1000;
+/// Handshake bound used when `connect_timeout_ms` is 0.
+const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 5000;
+
+/// How to create a publisher. Initialise with `cuframes_publisher_config_init`,
+/// then set at least `key`, `format`, `width` and `height`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cuframes_publisher_config {
+    /// The key, `^[a-zA-Z0-9_-]{1,63}$`. Required.
+    pub key: *const c_char,
+    /// Pixel format (`CUFRAMES_FORMAT_*`). Required.
+    pub format: cuframes_format,
+    /// Width in pixels (1..=16384). Required.
+    pub width: u32,
+    /// Height in pixels (1..=16384). Required.
+    pub height: u32,
+    /// Slots in the ring, 1..=16; init: 4 (0 = 4).
+    pub ring_size: u32,
+    /// Full-ring policy; init: CUFRAMES_POLICY_DROP_OLDEST.
+    pub policy: cuframes_policy,
+    /// STRICT_WAIT: how long a subscriber may hold up a slot; init: 1000 (0 = 1000).
+    pub ack_timeout_ms: u32,
+    /// Memory to put frames in; init: CUFRAMES_MEMORY_AUTO.
+    pub memory: cuframes_memory,
+    /// Frame rate numerator, advertised to subscribers; 0/0 = unknown.
+    pub fps_num: u32,
+    /// Frame rate denominator; 0/0 = unknown.
+    pub fps_den: u32,
+    /// CUcontext; NULL = the current one (CUDA memory only).
+    pub cuda_context: *mut c_void,
+    /// CUstream; NULL = the default stream (CUDA memory only).
+    pub cuda_stream: *mut c_void,
+    /// Directory for the key's socket and lock; NULL = $CUFRAMES_RUNTIME_DIR,
+    /// /run/cuframes, $XDG_RUNTIME_DIR/cuframes, /tmp/cuframes-<uid>.
+    pub runtime_dir: *const c_char,
+}
+
+/// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
+/// set at least `key`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cuframes_subscriber_config {
+    /// The publisher's key. Required.
+    pub key: *const c_char,
+    /// Shown to the publisher and by `cuframes inspect`, at most 31 bytes;
+    /// NULL = "sub-<pid>".
+    pub name: *const c_char,
+    /// Frame selection; init: CUFRAMES_MODE_SEQUENTIAL.
+    pub mode: cuframes_subscriber_mode,
+    /// Bound on the whole handshake; init: 5000 (0 = 5000).
+    pub connect_timeout_ms: u32,
+    /// CUcontext frames are mapped in (CUDA memory only); NULL = current.
+    pub cuda_context: *mut c_void,
+    /// CUstream waits are ordered on (CUDA memory only); NULL = default.
+    pub cuda_stream: *mut c_void,
+    /// CUDA device ordinal told to the publisher; init: -1 (none).
+    pub cuda_device: i32,
+    /// Where to find the key's socket; as for the publisher.
+    pub runtime_dir: *const c_char,
+}
+
+fn cuda_binding(context: *mut c_void, stream: *mut c_void) -> Option<CudaBinding> {
+    (!context.is_null() || !stream.is_null()).then_some(CudaBinding {
+        context: context as usize,
+        stream: stream as usize,
+    })
+}
+
+impl cuframes_publisher_config {
+    pub(crate) fn initial() -> cuframes_publisher_config {
+        cuframes_publisher_config {
+            key: std::ptr::null(),
+            format: 0,
+            width: 0,
+            height: 0,
+            ring_size: DEFAULT_RING_SIZE,
+            policy: CUFRAMES_POLICY_DROP_OLDEST,
+            ack_timeout_ms: DEFAULT_ACK_TIMEOUT_MS,
+            memory: CUFRAMES_MEMORY_AUTO,
+            fps_num: 0,
+            fps_den: 0,
+            cuda_context: std::ptr::null_mut(),
+            cuda_stream: std::ptr::null_mut(),
+            runtime_dir: std::ptr::null(),
+        }
+    }
+
+    /// The library's config, after checking every field.
+    ///
+    /// # Safety
+    ///
+    /// `key` and `runtime_dir` are NULL or NUL-terminated strings.
+    pub(crate) unsafe fn checked(&self) -> Result<PublisherConfig> {
+        // SAFETY: by this function's contract.
+        let key = unsafe { required_str(self.key, "config.key") }?;
+        cuframes::resources::validate_key(key)?;
+        let format = format_from_c(self.format, "config.format")?;
+        let mut config = PublisherConfig::new(key, format, self.width, self.height);
+        config.ring_size = match self.ring_size {
+            0 => DEFAULT_RING_SIZE,
+            n => n,
+        } as usize;
+        config.policy = policy_from_c(self.policy, "config.policy")?;
+        config.ack_timeout = Duration::from_millis(match self.ack_timeout_ms {
+            0 => DEFAULT_ACK_TIMEOUT_MS,
+            ms => ms,
+        } as u64);
+        config.memory = memory_request_from_c(self.memory, "config.memory")?;
+        config.fps = match (self.fps_num, self.fps_den) {
+            (0, 0) => None,
+            (num, den) if num == 0 || den == 0 => {
+                return Err(invalid(format!(
+                    "config.fps_num/fps_den {num}/{den}: set both (or both to 0 for unknown)"
+                )));
+            }
+            rate => Some(rate),
+        };
+        config.cuda = cuda_binding(self.cuda_context, self.cuda_stream);
+        // SAFETY: by this function's contract.
+        config.runtime_dir = unsafe { optional_path(self.runtime_dir) };
+        Ok(config)
+    }
+}
+
+impl cuframes_subscriber_config {
+    pub(crate) fn initial() -> cuframes_subscriber_config {
+        cuframes_subscriber_config {
+            key: std::ptr::null(),
+            name: std::ptr::null(),
+            mode: CUFRAMES_MODE_SEQUENTIAL,
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            cuda_context: std::ptr::null_mut(),
+            cuda_stream: std::ptr::null_mut(),
+            cuda_device: -1,
+            runtime_dir: std::ptr::null(),
+        }
+    }
+
+    /// The library's config, after checking every field.
+    ///
+    /// # Safety
+    ///
+    /// `key`, `name` and `runtime_dir` are NULL or NUL-terminated strings.
+    pub(crate) unsafe fn checked(&self) -> Result<SubscriberConfig> {
+        // SAFETY: by this function's contract.
+        let key = unsafe { required_str(self.key, "config.key") }?;
+        cuframes::resources::validate_key(key)?;
+        let mut config = SubscriberConfig::new(key);
+        // SAFETY: by this function's contract.
+        if let Some(name) = unsafe { optional_str(self.name, "config.name") }? {
+            if name.len() > 31 {
+                return Err(invalid(format!(
+                    "config.name {name:?} is {} bytes; at most 31",
+                    name.len()
+                )));
+            }
+            config.name = name.to_owned();
+        }
+        config.mode = mode_from_c(self.mode, "config.mode")?;
+        config.connect_timeout = Duration::from_millis(match self.connect_timeout_ms {
+            0 => DEFAULT_CONNECT_TIMEOUT_MS,
+            ms => ms,
+        } as u64);
+        config.cuda = cuda_binding(self.cuda_context, self.cuda_stream);
+        config.cuda_device = self.cuda_device;
+        // SAFETY: by this function's contract.
+        config.runtime_dir = unsafe { optional_path(self.runtime_dir) };
+        Ok(config)
+    }
+}

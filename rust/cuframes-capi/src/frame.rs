@@ -1,0 +1,156 @@
+//! `cuframes_frame`: one leased frame. It keeps its ring mapped, so it may
+//! outlive its subscriber, and it may be released from any thread.
+
+use std::ffi::c_void;
+
+use cuframes::{ErrorKind, FrameLease, PlanePtr};
+
+use crate::error::{CUFRAMES_OK, cuframes_status};
+use crate::ffi::{check_out, try_ref, write_out};
+use crate::types::{CUFRAMES_MAX_PLANES, cuframes_format, cuframes_memory, format_to_c, memory_to_c};
+
+/// A leased frame (opaque), from `cuframes_subscriber_next`; give it back
+/// with `cuframes_frame_release`.
+#[derive(Debug)]
+pub struct cuframes_frame {
+    lease: FrameLease,
+}
+
+// A frame is handed between threads by C callers: the lease must be Send.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<cuframes_frame>()
+};
+
+impl cuframes_frame {
+    pub(crate) fn into_raw(lease: FrameLease) -> *mut cuframes_frame {
+        Box::into_raw(Box::new(cuframes_frame { lease }))
+    }
+}
+
+/// Where a leased frame is and what it holds.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cuframes_frame_info {
+    /// 1 for the publisher's first frame, then 2, 3, ...
+    pub seq: u64,
+    /// Presentation timestamp (ns) the publisher gave.
+    pub pts_ns: i64,
+    /// CLOCK_MONOTONIC (ns) at publish; 0 = unknown.
+    pub publish_mono_ns: u64,
+    /// Pixel format.
+    pub format: cuframes_format,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// HOST: `planes` are host pointers; CUDA: `CUdeviceptr` values.
+    pub memory: cuframes_memory,
+    /// Planes in use (the arrays' tail is zero).
+    pub plane_count: u32,
+    /// Start of each plane, readable until the frame is released.
+    pub planes: [*const c_void; CUFRAMES_MAX_PLANES],
+    /// Bytes from one row to the next, per plane.
+    pub pitches: [usize; CUFRAMES_MAX_PLANES],
+    /// Bytes of picture per row, per plane.
+    pub row_bytes: [usize; CUFRAMES_MAX_PLANES],
+    /// Rows, per plane.
+    pub rows: [u32; CUFRAMES_MAX_PLANES],
+}
+
+/// The frame's seq, timestamps, geometry and plane pointers. Under
+/// DROP_OLDEST the publisher may overwrite the frame while it is read: check
+/// `cuframes_frame_is_intact` (or the status of `cuframes_frame_release`)
+/// after reading.
+///
+/// # Safety
+///
+/// `frame` is NULL or a live frame; `info_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_frame_get_info(
+    frame: *const cuframes_frame,
+    info_out: *mut cuframes_frame_info,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_frame_get_info", {
+        // SAFETY: NULL or a live frame, by the caller's contract.
+        let frame = try_c!(unsafe { try_ref(frame, "frame") });
+        try_c!(check_out(info_out, "info_out"));
+        let lease = &frame.lease;
+        let layout = lease.layout();
+        let mut info = cuframes_frame_info {
+            seq: lease.seq(),
+            pts_ns: lease.pts_ns(),
+            publish_mono_ns: lease.publish_mono_ns(),
+            format: format_to_c(layout.format()),
+            width: layout.width(),
+            height: layout.height(),
+            memory: memory_to_c(lease.memory()),
+            plane_count: layout.planes().len() as u32,
+            planes: [std::ptr::null(); CUFRAMES_MAX_PLANES],
+            pitches: [0; CUFRAMES_MAX_PLANES],
+            row_bytes: [0; CUFRAMES_MAX_PLANES],
+            rows: [0; CUFRAMES_MAX_PLANES],
+        };
+        for index in 0..layout.planes().len().min(CUFRAMES_MAX_PLANES) {
+            let view = lease.plane(index);
+            info.planes[index] = match view.ptr {
+                PlanePtr::Host(ptr) => ptr.cast::<c_void>(),
+                PlanePtr::Device(address) => address as usize as *const c_void,
+            };
+            info.pitches[index] = view.pitch;
+            info.row_bytes[index] = view.row_bytes;
+            info.rows[index] = view.rows as u32;
+        }
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(info_out, info) };
+        CUFRAMES_OK
+    })
+}
+
+/// `CUFRAMES_OK` while the slot still holds this frame,
+/// `CUFRAMES_ERR_OVERWRITTEN` once the publisher started to overwrite it
+/// (DROP_OLDEST): what was read may then be torn.
+///
+/// # Safety
+///
+/// `frame` is NULL or a live frame.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_frame_is_intact(frame: *const cuframes_frame) -> cuframes_status {
+    ffi_boundary!("cuframes_frame_is_intact", {
+        // SAFETY: NULL or a live frame, by the caller's contract.
+        let frame = try_c!(unsafe { try_ref(frame, "frame") });
+        if frame.lease.is_intact() {
+            CUFRAMES_OK
+        } else {
+            crate::error::fail(cuframes::Error::new(
+                ErrorKind::Overwritten,
+                format!(
+                    "frame seq {} in slot {} was overwritten while leased",
+                    frame.lease.seq(),
+                    frame.lease.slot()
+                ),
+            ))
+        }
+    })
+}
+
+/// Releases (ACKs) the frame and frees the handle, from any thread, also
+/// after its subscriber was destroyed. `CUFRAMES_ERR_OVERWRITTEN` when the
+/// publisher overwrote the frame while it was held (the handle is freed
+/// all the same). `INVALID_ARGUMENT` for NULL.
+///
+/// # Safety
+///
+/// `frame` is NULL or a live frame, not used again afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_frame_release(frame: *mut cuframes_frame) -> cuframes_status {
+    ffi_boundary!("cuframes_frame_release", {
+        // SAFETY: NULL or a live frame, by the caller's contract.
+        try_c!(unsafe { try_ref(frame.cast_const(), "frame") });
+        // SAFETY: made by Box::into_raw in cuframes_subscriber_next and given
+        // back exactly once (contract).
+        let frame = unsafe { Box::from_raw(frame) };
+        try_c!(frame.lease.release());
+        CUFRAMES_OK
+    })
+}

@@ -1,0 +1,297 @@
+//! `cuframes_publisher`: owns a key and a ring of frame slots.
+
+use std::ffi::c_void;
+use std::time::Duration;
+
+use cuframes::{ErrorKind, HostPlane, Publisher, Result};
+
+use crate::config::cuframes_publisher_config;
+use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
+use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
+use crate::types::{
+    CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_memory,
+    cuframes_stream_info,
+};
+
+/// A publisher (opaque). Made by `cuframes_publisher_create`, freed by
+/// `cuframes_publisher_destroy`. Use it from one thread at a time.
+#[derive(Debug)]
+pub struct cuframes_publisher {
+    inner: Publisher,
+    /// The advertised frame rate (the library keeps it only in the header).
+    fps: Option<(u32, u32)>,
+}
+
+/// Fills `config` with the defaults: key, format, size NULL/0 (to be set),
+/// ring_size 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0,
+/// CUDA context and stream NULL, runtime_dir NULL. Does nothing when
+/// `config` is NULL.
+///
+/// # Safety
+///
+/// `config` is NULL or points to writable memory for a
+/// `cuframes_publisher_config` (its old contents are ignored).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_config_init(config: *mut cuframes_publisher_config) {
+    ffi_boundary!("cuframes_publisher_config_init", fallback = (), {
+        if check_out(config, "config").is_ok() {
+            // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
+            unsafe { write_out(config, cuframes_publisher_config::initial()) }
+        }
+    })
+}
+
+/// Creates a publisher: claims the key (recovering what a dead publisher
+/// left), creates the ring and starts serving subscribers. On success
+/// `*publisher_out` is the new handle; on failure it is left untouched and
+/// `cuframes_last_error()` says why (`ALREADY_EXISTS`: a live publisher owns
+/// the key; `INVALID_ARGUMENT`: a bad field; `UNSUPPORTED`: CUDA memory in a
+/// build without the CUDA backend).
+///
+/// # Safety
+///
+/// `config` is NULL or points to a valid `cuframes_publisher_config` whose
+/// strings are NULL or NUL-terminated; `publisher_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_create(
+    config: *const cuframes_publisher_config,
+    publisher_out: *mut *mut cuframes_publisher,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_create", {
+        // SAFETY: NULL or a valid config, by the caller's contract.
+        let config = try_c!(unsafe { try_ref(config, "config") });
+        try_c!(check_out(publisher_out, "publisher_out"));
+        // SAFETY: the config's strings are NULL or NUL-terminated (contract).
+        let rust = try_c!(unsafe { config.checked() });
+        let fps = rust.fps;
+        let inner = try_c!(Publisher::create(rust));
+        let handle = Box::into_raw(Box::new(cuframes_publisher { inner, fps }));
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(publisher_out, handle) };
+        CUFRAMES_OK
+    })
+}
+
+/// The stream's geometry and settings, as subscribers see them.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle; `info_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_get_info(
+    publisher: *const cuframes_publisher,
+    info_out: *mut cuframes_stream_info,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_get_info", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let publisher = try_c!(unsafe { try_ref(publisher, "publisher") });
+        try_c!(check_out(info_out, "info_out"));
+        let p = &publisher.inner;
+        let info = StreamFacts {
+            layout: p.layout(),
+            ring_size: p.ring_size(),
+            policy: p.policy(),
+            memory: p.memory(),
+            fps: publisher.fps,
+        }
+        .to_c();
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(info_out, info) };
+        CUFRAMES_OK
+    })
+}
+
+/// Waits until at least `count` (0..=31) subscribers are connected, up to
+/// `timeout_ms`; `TIMEOUT` when fewer came.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_wait_subscribers(
+    publisher: *mut cuframes_publisher,
+    count: u32,
+    timeout_ms: u32,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_wait_subscribers", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let publisher = try_c!(unsafe { try_ref(publisher.cast_const(), "publisher") });
+        try_c!(
+            publisher
+                .inner
+                .wait_for_subscribers(count as usize, Duration::from_millis(timeout_ms.into()))
+        );
+        CUFRAMES_OK
+    })
+}
+
+/// Publishes one frame: copies plane `i` (`planes[i]`, `pitches[i]` bytes
+/// from row to row, for `i < plane_count`) into the next slot and wakes the
+/// subscribers. `plane_count` must be the format's plane count; each plane
+/// must hold its rows (see `cuframes_frame_info.rows` / `row_bytes`, the
+/// same for a publisher's stream): at least `pitches[i] * (rows - 1) +
+/// row_bytes` readable bytes. Under STRICT_WAIT it may first wait up to the
+/// ACK timeout for slow subscribers (and drop them).
+///
+/// `source` says what the pointers are: `CUFRAMES_MEMORY_HOST` (host
+/// memory) or `CUFRAMES_MEMORY_CUDA` (`CUdeviceptr` values cast to
+/// pointers; `UNSUPPORTED` in this build, which has no CUDA backend).
+/// On success `*seq_out` (when not NULL) is the frame's seq: 1, 2, 3, ...
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle; `planes` and `pitches` are NULL or
+/// point to `plane_count` elements; each host plane is readable as said
+/// above; `seq_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_publish(
+    publisher: *mut cuframes_publisher,
+    source: cuframes_memory,
+    planes: *const *const c_void,
+    pitches: *const usize,
+    plane_count: u32,
+    pts_ns: i64,
+    seq_out: *mut u64,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_publish", {
+        // SAFETY: NULL or a live handle used by this thread alone (contract).
+        let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
+        match source {
+            CUFRAMES_MEMORY_HOST => {}
+            CUFRAMES_MEMORY_CUDA => {
+                return crate::error::fail(cuframes::Error::new(
+                    ErrorKind::Unsupported,
+                    "publishing device pointers needs the CUDA memory backend, not in this build",
+                ));
+            }
+            other => {
+                return crate::error::fail(invalid(format!(
+                    "source {other} is not CUFRAMES_MEMORY_HOST (1) or CUFRAMES_MEMORY_CUDA (2)"
+                )));
+            }
+        }
+        if !seq_out.is_null() {
+            try_c!(check_out(seq_out, "seq_out"));
+        }
+        // SAFETY: the pointers' contract is this function's.
+        let host = try_c!(unsafe { host_planes(&publisher.inner, planes, pitches, plane_count) });
+        let seq = try_c!(publisher.inner.publish(&host, pts_ns));
+        if !seq_out.is_null() {
+            // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
+            unsafe { write_out(seq_out, seq) };
+        }
+        CUFRAMES_OK
+    })
+}
+
+/// The caller's host planes as slices, each `pitch × (rows-1) + row_bytes`
+/// long for the publisher's layout.
+///
+/// # Safety
+///
+/// As for `cuframes_publisher_publish`'s `planes`, `pitches` and `plane_count`.
+unsafe fn host_planes<'a>(
+    publisher: &Publisher,
+    planes: *const *const c_void,
+    pitches: *const usize,
+    plane_count: u32,
+) -> Result<Vec<HostPlane<'a>>> {
+    let layout = publisher.layout();
+    let want = layout.planes().len();
+    if plane_count as usize != want {
+        return Err(invalid(format!(
+            "plane_count {plane_count}: a {} frame has {want} plane(s)",
+            layout.format()
+        )));
+    }
+    debug_assert!(want <= CUFRAMES_MAX_PLANES);
+    // SAFETY: NULL or `plane_count` (= `want`) elements, by the caller's contract.
+    let planes = unsafe { try_slice(planes, want, "planes") }?;
+    // SAFETY: as above.
+    let pitches = unsafe { try_slice(pitches, want, "pitches") }?;
+    let mut out = Vec::with_capacity(want);
+    for (index, ((&ptr, &pitch), plane)) in planes.iter().zip(pitches).zip(layout.planes()).enumerate() {
+        if ptr.is_null() {
+            return Err(invalid(format!("planes[{index}] is NULL")));
+        }
+        if pitch < plane.row_bytes {
+            return Err(invalid(format!(
+                "pitches[{index}] {pitch} is shorter than the plane's row of {} bytes",
+                plane.row_bytes
+            )));
+        }
+        let len = pitch
+            .checked_mul(plane.rows - 1)
+            .and_then(|bytes| bytes.checked_add(plane.row_bytes))
+            .filter(|&len| len <= isize::MAX as usize)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "pitches[{index}] {pitch}: the plane would not fit in memory"
+                ))
+            })?;
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr` for the
+        // call (contract); u8 has no alignment or validity requirement.
+        let data = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+        out.push(HostPlane { data, pitch });
+    }
+    Ok(out)
+}
+
+/// Waits until every subscriber released every frame still in the ring (or
+/// left), up to `timeout_ms`: call it before destroying a publisher whose
+/// last frames must arrive. `TIMEOUT` when some are still held.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_flush(
+    publisher: *mut cuframes_publisher,
+    timeout_ms: u32,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_flush", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let publisher = try_c!(unsafe { try_ref(publisher.cast_const(), "publisher") });
+        try_c!(publisher.inner.flush(Duration::from_millis(timeout_ms.into())));
+        CUFRAMES_OK
+    })
+}
+
+/// The number of connected subscribers; 0 for a NULL handle (and on an
+/// internal error).
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_subscriber_count(publisher: *const cuframes_publisher) -> u32 {
+    ffi_boundary!("cuframes_publisher_subscriber_count", fallback = 0, {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        match unsafe { try_ref(publisher, "publisher") } {
+            Ok(publisher) => publisher.inner.subscriber_count() as u32,
+            Err(error) => {
+                crate::error::fail(error);
+                0
+            }
+        }
+    })
+}
+
+/// Shuts the publisher down: subscribers get SHUTDOWN (their next
+/// `cuframes_subscriber_next` returns `DISCONNECTED`), the key's socket and
+/// shared memory are removed, and the handle is freed. NULL is ignored.
+/// Frames still leased by subscribers stay readable until released.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle, not used again afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_destroy(publisher: *mut cuframes_publisher) {
+    ffi_boundary!("cuframes_publisher_destroy", fallback = (), {
+        if !publisher.is_null() {
+            // SAFETY: made by Box::into_raw in cuframes_publisher_create and
+            // given back exactly once (contract).
+            drop(unsafe { Box::from_raw(publisher) });
+        }
+    })
+}

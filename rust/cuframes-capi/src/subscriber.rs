@@ -1,0 +1,192 @@
+//! `cuframes_subscriber`: a connection to a publisher, handing out frames.
+
+use std::time::Duration;
+
+use cuframes::{ErrorKind, Policy, Subscriber};
+
+use crate::config::cuframes_subscriber_config;
+use crate::error::{CUFRAMES_OK, cuframes_status};
+use crate::ffi::{check_out, try_mut, try_ref, write_out};
+use crate::frame::cuframes_frame;
+use crate::types::{StreamFacts, cuframes_stream_info};
+
+/// A subscriber (opaque). Made by `cuframes_subscriber_create`, freed by
+/// `cuframes_subscriber_destroy`. Use it from one thread at a time; the
+/// frames it hands out may go to other threads.
+#[derive(Debug)]
+pub struct cuframes_subscriber {
+    inner: Subscriber,
+}
+
+/// A subscriber's counters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct cuframes_subscriber_stats {
+    /// Frames handed out by `cuframes_subscriber_next`.
+    pub received: u64,
+    /// Frames published after joining that were never handed out (lapped or skipped).
+    pub dropped: u64,
+    /// Leases the publisher overwrote before they were released.
+    pub overwritten: u64,
+    /// 1 when the publisher sent SHUTDOWN (a clean end), else 0.
+    pub publisher_shut_down: u32,
+}
+
+/// Fills `config` with the defaults: key and name NULL, mode SEQUENTIAL,
+/// connect_timeout_ms 5000, CUDA context and stream NULL, cuda_device -1,
+/// runtime_dir NULL. Does nothing when `config` is NULL.
+///
+/// # Safety
+///
+/// `config` is NULL or points to writable memory for a
+/// `cuframes_subscriber_config` (its old contents are ignored).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_subscriber_config_init(config: *mut cuframes_subscriber_config) {
+    ffi_boundary!("cuframes_subscriber_config_init", fallback = (), {
+        if check_out(config, "config").is_ok() {
+            // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
+            unsafe { write_out(config, cuframes_subscriber_config::initial()) }
+        }
+    })
+}
+
+/// Connects to the publisher of `config->key` and completes the handshake
+/// (bounded by `connect_timeout_ms`). On success `*subscriber_out` is the
+/// new handle; on failure it is left untouched (`NOT_FOUND`: no publisher
+/// for the key; `TOO_MANY`: the publisher serves 31 subscribers already;
+/// `PROTOCOL`: a version mismatch).
+///
+/// # Safety
+///
+/// `config` is NULL or points to a valid `cuframes_subscriber_config` whose
+/// strings are NULL or NUL-terminated; `subscriber_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_subscriber_create(
+    config: *const cuframes_subscriber_config,
+    subscriber_out: *mut *mut cuframes_subscriber,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_subscriber_create", {
+        // SAFETY: NULL or a valid config, by the caller's contract.
+        let config = try_c!(unsafe { try_ref(config, "config") });
+        try_c!(check_out(subscriber_out, "subscriber_out"));
+        // SAFETY: the config's strings are NULL or NUL-terminated (contract).
+        let rust = try_c!(unsafe { config.checked() });
+        let inner = try_c!(Subscriber::connect(rust));
+        let handle = Box::into_raw(Box::new(cuframes_subscriber { inner }));
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(subscriber_out, handle) };
+        CUFRAMES_OK
+    })
+}
+
+/// The stream's geometry and settings, as the publisher announced them.
+///
+/// # Safety
+///
+/// `subscriber` is NULL or a live handle; `info_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_subscriber_get_info(
+    subscriber: *const cuframes_subscriber,
+    info_out: *mut cuframes_stream_info,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_subscriber_get_info", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let subscriber = try_c!(unsafe { try_ref(subscriber, "subscriber") });
+        try_c!(check_out(info_out, "info_out"));
+        let header = subscriber.inner.info();
+        let policy = try_c!(
+            Policy::from_wire(header.policy).ok_or_else(|| cuframes::Error::new(
+                ErrorKind::Corrupt,
+                format!(
+                    "policy {} of '{}' is unknown",
+                    header.policy,
+                    subscriber.inner.key()
+                )
+            ))
+        );
+        let info = StreamFacts {
+            layout: &header.layout,
+            ring_size: header.ring_size,
+            policy,
+            memory: header.memory,
+            fps: header.fps,
+        }
+        .to_c();
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(info_out, info) };
+        CUFRAMES_OK
+    })
+}
+
+/// The next frame, waiting up to `timeout_ms` (< 0: forever; 0: only look).
+/// On success `*frame_out` is a leased frame: read it, then give it back
+/// with `cuframes_frame_release` (from any thread). `TIMEOUT`: nothing came.
+/// `DISCONNECTED`: the publisher shut down (stats.publisher_shut_down = 1),
+/// died, or dropped this subscriber; every later call says the same.
+///
+/// # Safety
+///
+/// `subscriber` is NULL or a live handle used by this thread alone;
+/// `frame_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_subscriber_next(
+    subscriber: *mut cuframes_subscriber,
+    timeout_ms: i32,
+    frame_out: *mut *mut cuframes_frame,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_subscriber_next", {
+        // SAFETY: NULL or a live handle used by this thread alone (contract).
+        let subscriber = try_c!(unsafe { try_mut(subscriber, "subscriber") });
+        try_c!(check_out(frame_out, "frame_out"));
+        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        let lease = try_c!(subscriber.inner.next(timeout));
+        let frame = cuframes_frame::into_raw(lease);
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(frame_out, frame) };
+        CUFRAMES_OK
+    })
+}
+
+/// The subscriber's counters.
+///
+/// # Safety
+///
+/// `subscriber` is NULL or a live handle; `stats_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_subscriber_get_stats(
+    subscriber: *const cuframes_subscriber,
+    stats_out: *mut cuframes_subscriber_stats,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_subscriber_get_stats", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let subscriber = try_c!(unsafe { try_ref(subscriber, "subscriber") });
+        try_c!(check_out(stats_out, "stats_out"));
+        let stats = subscriber.inner.stats();
+        let out = cuframes_subscriber_stats {
+            received: stats.received,
+            dropped: stats.dropped,
+            overwritten: stats.overwritten,
+            publisher_shut_down: subscriber.inner.publisher_shut_down().into(),
+        };
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(stats_out, out) };
+        CUFRAMES_OK
+    })
+}
+
+/// Leaves the publisher (UNSUBSCRIBE) and frees the handle. NULL is ignored.
+/// Frames it handed out stay valid until each is released.
+///
+/// # Safety
+///
+/// `subscriber` is NULL or a live handle, not used again afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_subscriber_destroy(subscriber: *mut cuframes_subscriber) {
+    ffi_boundary!("cuframes_subscriber_destroy", fallback = (), {
+        if !subscriber.is_null() {
+            // SAFETY: made by Box::into_raw in cuframes_subscriber_create and
+            // given back exactly once (contract).
+            drop(unsafe { Box::from_raw(subscriber) });
+        }
+    })
+}

@@ -1,0 +1,198 @@
+//! Enumerations (plain integers, so an unknown value from C is an error and
+//! never undefined behaviour) and the info structs shared by publisher and
+//! subscriber.
+
+use cuframes::{FrameLayout, MemoryKind, MemoryRequest, PixelFormat, Policy, Result, SubscriberMode};
+
+use crate::error::invalid;
+
+/// Pixel format of a stream (`CUFRAMES_FORMAT_*`; the wire numbers).
+pub type cuframes_format = u32;
+/// 8-bit 4:2:0, Y plane then interleaved UV plane (NVDEC's native output).
+pub const CUFRAMES_FORMAT_NV12: cuframes_format = 1;
+/// 8-bit 4:2:0, three planes Y, U, V.
+pub const CUFRAMES_FORMAT_YUV420P: cuframes_format = 2;
+/// 10-bit 4:2:0 in 16-bit little-endian samples (value in the high 10 bits),
+/// Y plane then interleaved UV plane.
+pub const CUFRAMES_FORMAT_P010: cuframes_format = 3;
+/// 8-bit packed B, G, R, A; one plane.
+pub const CUFRAMES_FORMAT_BGRA: cuframes_format = 4;
+
+/// Where frames live, or which memory a publisher asks for (`CUFRAMES_MEMORY_*`).
+pub type cuframes_memory = u32;
+/// CUDA when a driver and device are usable, host memory otherwise (requests only).
+pub const CUFRAMES_MEMORY_AUTO: cuframes_memory = 0;
+/// Host shared memory.
+pub const CUFRAMES_MEMORY_HOST: cuframes_memory = 1;
+/// CUDA device memory.
+pub const CUFRAMES_MEMORY_CUDA: cuframes_memory = 2;
+
+/// What a publisher does when the ring is full (`CUFRAMES_POLICY_*`).
+pub type cuframes_policy = u32;
+/// Overwrite the oldest slot; slow subscribers lose frames (and learn it).
+pub const CUFRAMES_POLICY_DROP_OLDEST: cuframes_policy = 0;
+/// Wait for every subscriber's release, up to the ACK timeout; a subscriber
+/// that misses it is dropped.
+pub const CUFRAMES_POLICY_STRICT_WAIT: cuframes_policy = 1;
+
+/// Which frames a subscriber receives (`CUFRAMES_MODE_*`).
+pub type cuframes_subscriber_mode = u32;
+/// Every frame, in order; frames the ring lost are counted as dropped.
+pub const CUFRAMES_MODE_SEQUENTIAL: cuframes_subscriber_mode = 0;
+/// Always the newest frame; older unread frames are skipped and counted as dropped.
+pub const CUFRAMES_MODE_LATEST: cuframes_subscriber_mode = 1;
+
+/// Most planes a frame has (the size of the per-plane arrays).
+pub const CUFRAMES_MAX_PLANES: usize = 4;
+
+/// A stream's geometry and settings, from `cuframes_publisher_get_info` or
+/// `cuframes_subscriber_get_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct cuframes_stream_info {
+    /// Pixel format.
+    pub format: cuframes_format,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Slots in the ring.
+    pub ring_size: u32,
+    /// Full-ring policy.
+    pub policy: cuframes_policy,
+    /// HOST or CUDA: where frames live.
+    pub memory: cuframes_memory,
+    /// Frame rate numerator; 0/0 = unknown.
+    pub fps_num: u32,
+    /// Frame rate denominator; 0/0 = unknown.
+    pub fps_den: u32,
+    /// Planes per frame (1..=CUFRAMES_MAX_PLANES).
+    pub plane_count: u32,
+    /// Bytes from one row to the next in the ring's slots, per plane; 0 past plane_count.
+    pub pitches: [usize; CUFRAMES_MAX_PLANES],
+    /// Bytes of one frame in a slot (all planes).
+    pub frame_size: usize,
+}
+
+pub(crate) fn format_from_c(value: cuframes_format, what: &str) -> Result<PixelFormat> {
+    if value == 0 {
+        return Err(invalid(format!(
+            "{what} is not set (CUFRAMES_FORMAT_NV12, _YUV420P, _P010 or _BGRA)"
+        )));
+    }
+    PixelFormat::from_wire(value).ok_or_else(|| {
+        invalid(format!(
+            "{what} {value} is not a cuframes_format (1 NV12, 2 YUV420P, 3 P010, 4 BGRA)"
+        ))
+    })
+}
+
+pub(crate) fn format_to_c(format: PixelFormat) -> cuframes_format {
+    format.wire()
+}
+
+pub(crate) fn memory_request_from_c(value: cuframes_memory, what: &str) -> Result<MemoryRequest> {
+    match value {
+        CUFRAMES_MEMORY_AUTO => Ok(MemoryRequest::Auto),
+        CUFRAMES_MEMORY_HOST => Ok(MemoryRequest::Host),
+        CUFRAMES_MEMORY_CUDA => Ok(MemoryRequest::Cuda),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_memory (0 AUTO, 1 HOST, 2 CUDA)"
+        ))),
+    }
+}
+
+pub(crate) fn memory_to_c(memory: MemoryKind) -> cuframes_memory {
+    match memory {
+        MemoryKind::Host => CUFRAMES_MEMORY_HOST,
+        MemoryKind::Cuda => CUFRAMES_MEMORY_CUDA,
+    }
+}
+
+pub(crate) fn policy_from_c(value: cuframes_policy, what: &str) -> Result<Policy> {
+    match value {
+        CUFRAMES_POLICY_DROP_OLDEST => Ok(Policy::DropOldest),
+        CUFRAMES_POLICY_STRICT_WAIT => Ok(Policy::StrictWait),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_policy (0 DROP_OLDEST, 1 STRICT_WAIT)"
+        ))),
+    }
+}
+
+pub(crate) fn policy_to_c(policy: Policy) -> cuframes_policy {
+    match policy {
+        Policy::DropOldest => CUFRAMES_POLICY_DROP_OLDEST,
+        Policy::StrictWait => CUFRAMES_POLICY_STRICT_WAIT,
+    }
+}
+
+pub(crate) fn mode_from_c(value: cuframes_subscriber_mode, what: &str) -> Result<SubscriberMode> {
+    match value {
+        CUFRAMES_MODE_SEQUENTIAL => Ok(SubscriberMode::Sequential),
+        CUFRAMES_MODE_LATEST => Ok(SubscriberMode::Latest),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_subscriber_mode (0 SEQUENTIAL, 1 LATEST)"
+        ))),
+    }
+}
+
+/// What a stream looks like, gathered from either side.
+pub(crate) struct StreamFacts<'a> {
+    pub layout: &'a FrameLayout,
+    pub ring_size: usize,
+    pub policy: Policy,
+    pub memory: MemoryKind,
+    pub fps: Option<(u32, u32)>,
+}
+
+impl StreamFacts<'_> {
+    pub(crate) fn to_c(&self) -> cuframes_stream_info {
+        let planes = self.layout.planes();
+        let mut pitches = [0usize; CUFRAMES_MAX_PLANES];
+        for (out, plane) in pitches.iter_mut().zip(planes) {
+            *out = plane.pitch;
+        }
+        let (fps_num, fps_den) = self.fps.unwrap_or((0, 0));
+        cuframes_stream_info {
+            format: format_to_c(self.layout.format()),
+            width: self.layout.width(),
+            height: self.layout.height(),
+            ring_size: self.ring_size as u32,
+            policy: policy_to_c(self.policy),
+            memory: memory_to_c(self.memory),
+            fps_num,
+            fps_den,
+            plane_count: planes.len() as u32,
+            pitches,
+            frame_size: self.layout.size(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enumerations_match_the_contract() {
+        for format in PixelFormat::ALL {
+            assert_eq!(format_from_c(format_to_c(format), "f").unwrap(), format);
+        }
+        assert_eq!(format_to_c(PixelFormat::Nv12), CUFRAMES_FORMAT_NV12);
+        assert_eq!(format_to_c(PixelFormat::Yuv420p), CUFRAMES_FORMAT_YUV420P);
+        assert_eq!(format_to_c(PixelFormat::P010), CUFRAMES_FORMAT_P010);
+        assert_eq!(format_to_c(PixelFormat::Bgra), CUFRAMES_FORMAT_BGRA);
+        assert!(format_from_c(0, "f").is_err());
+        assert!(format_from_c(5, "f").is_err());
+        assert!(memory_request_from_c(3, "m").is_err());
+        assert!(policy_from_c(2, "p").is_err());
+        assert!(mode_from_c(2, "m").is_err());
+        assert_eq!(policy_to_c(policy_from_c(1, "p").unwrap()), 1);
+        assert_eq!(mode_from_c(1, "m").unwrap(), SubscriberMode::Latest);
+        assert!(
+            PixelFormat::ALL
+                .iter()
+                .all(|f| f.plane_count() <= CUFRAMES_MAX_PLANES)
+        );
+    }
+}
