@@ -17,5 +17,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== include/cuframes.h matches the Rust sources (cbindgen)"
+generated=$(mktemp "${TMPDIR:-/tmp}/cuframes-h.XXXXXX")
+trap 'rm -f "$generated"' EXIT
+scripts/gen-header.sh "$generated"
+if ! diff -u include/cuframes.h "$generated"; then
+    echo "test.sh: include/cuframes.h is stale; run scripts/gen-header.sh and commit the result" >&2
+    exit 1
+fi
 echo "== cargo test"
 cargo test --workspace --locked
