@@ -27,3 +27,5 @@ if ! diff -u include/cuframes.h "$generated"; then
 fi
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== C API tests (scripts/test-c.sh)"
+scripts/test-c.sh

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The C API as a C or C++ program sees it: installs the library into a
+# scratch prefix (scripts/install.sh), builds the tests in tests/c/ against
+# the installed header and library only (pkg-config), as C99 and as C++17,
+# runs them, links one statically against libcuframes.a (pkg-config
+# --static), and runs one under valgrind when it is installed.
+# Prints "C-API: N passed, M failed" last; exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+
+# pkg-config is what the tests are about; install it (Debian's pkgconf) when
+# the machine lacks it and we may.
+if ! command -v pkg-config >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing pkg-config (apt-get install pkgconf)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkgconf >/dev/null
+    fi
+    if ! command -v pkg-config >/dev/null 2>&1; then
+        echo "test-c.sh: pkg-config not found (apt-get install pkgconf)" >&2
+        echo "C-API: 0 passed, 1 failed (no pkg-config)"
+        exit 1
+    fi
+fi
+work=target/capi-test
+prefix=$PWD/$work/prefix
+static_prefix=$PWD/$work/static-prefix
+bin=$work/bin
+rm -rf "$work"
+mkdir -p "$bin"
+
+echo "== scripts/install.sh --prefix $prefix"
+if ! scripts/install.sh --prefix "$prefix"; then
+    echo "C-API: 0 passed, 1 failed (install.sh)"
+    exit 1
+fi
+
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+version=$(pkg-config --modversion cuframes)
+cflags=$(pkg-config --cflags cuframes)
+libs=$(pkg-config --libs cuframes)
+define=(-DCUFRAMES_EXPECTED_VERSION="\"$version\"")
+c_flags=(-std=c99 -Wall -Wextra -Werror -pedantic)
+cxx_flags=(-x c++ -std=c++17 -Wall -Wextra -Werror -pedantic)
+
+passed=0
+failed=0
+fail() {
+    echo "FAILED: $*" >&2
+    failed=$((failed + 1))
+}
+
+# Builds; a failed build counts as one failure.
+build() { # name, compiler and flags..., -- link flags...
+    local name=$1
+    shift
+    echo "== build $name: $*"
+    if ! "$@"; then
+        fail "building $name"
+        return 1
+    fi
+}
+
+# Runs a test binary and adds its "N passed, M failed" to the totals.
+run() { # label, command...
+    local label=$1
+    shift
+    echo "== run $label"
+    local log=$work/$label.log
+    "$@" 2>&1 | tee "$log"
+    local status=${PIPESTATUS[0]}
+    local summary
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -n "$summary" ]; then
+        local p f
+        read -r p _ f _ <<<"${summary//,/}"
+        passed=$((passed + p))
+        failed=$((failed + f))
+        if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+            fail "$label exited with status $status"
+        fi
+    else
+        fail "$label exited with status $status and no summary"
+    fi
+}
+
+# One check outside the test binaries, counted as a test.
+check() { # description, command...
+    local what=$1
+    shift
+    if "$@"; then
+        echo "ok      $what"
+        passed=$((passed + 1))
+    else
+        fail "$what"
+    fi
+}
+
+for test in test_capi test_two_process; do
+    # shellcheck disable=SC2086 # pkg-config output is a list of flags
+    build "$test (C99)" "$CC" "${c_flags[@]}" "${define[@]}" $cflags tests/c/$test.c \
+        -o "$bin/$test-c" $libs &&
+        run "$test-c" env LD_LIBRARY_PATH="$prefix/lib" "$bin/$test-c"
+    # shellcheck disable=SC2086
+    build "$test (C++17)" "$CXX" "${cxx_flags[@]}" "${define[@]}" $cflags tests/c/$test.c \
+        -o "$bin/$test-cxx" $libs &&
+        run "$test-cxx" env LD_LIBRARY_PATH="$prefix/lib" "$bin/$test-cxx"
+done
+
+needs() { # binary, library: whether the binary records a NEEDED entry for it
+    readelf -d "$1" | grep -q "NEEDED.*\[$2\]"
+}
+check "shared link records the SONAME libcuframes.so.0" needs "$bin/test_capi-c" libcuframes.so.0
+
+# Static: a prefix with the archive alone, so -lcuframes can only mean
+# libcuframes.a, and the link line is exactly pkg-config --static's.
+mkdir -p "$static_prefix/lib/pkgconfig"
+cp -a "$prefix/include" "$static_prefix/"
+cp "$prefix/lib/libcuframes.a" "$static_prefix/lib/"
+cp "$prefix/lib/pkgconfig/cuframes.pc" "$static_prefix/lib/pkgconfig/"
+static_pc=(env PKG_CONFIG_PATH="$static_prefix/lib/pkgconfig" pkg-config
+    --define-variable=prefix="$static_prefix")
+static_cflags=$("${static_pc[@]}" --cflags cuframes)
+static_libs=$("${static_pc[@]}" --static --libs cuframes)
+# shellcheck disable=SC2086
+if build "test_capi (C99, static: $static_libs)" "$CC" "${c_flags[@]}" "${define[@]}" \
+    $static_cflags tests/c/test_capi.c -o "$bin/test_capi-static" $static_libs; then
+    check "static link needs no libcuframes.so" bash -c "! readelf -d '$bin/test_capi-static' | grep -q libcuframes"
+    run test_capi-static "$bin/test_capi-static"
+fi
+
+if command -v valgrind >/dev/null 2>&1; then
+    if [ -x "$bin/test_capi-c" ]; then
+        run test_capi-valgrind env LD_LIBRARY_PATH="$prefix/lib" valgrind -q --error-exitcode=99 \
+            --leak-check=full --errors-for-leak-kinds=definite "$bin/test_capi-c"
+    fi
+else
+    echo "== valgrind not installed: memory check skipped"
+fi
+
+echo "C-API: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

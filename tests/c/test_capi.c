@@ -1,0 +1,625 @@
+/*
+ * The C API in one process: statuses, configs, a publisher and subscribers
+ * in host memory, every error path the contract names. Built against the
+ * installed header and library only (pkg-config), as C99 and as C++.
+ *
+ * Usage: test_capi [TEST]   (every test, or the one named)
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "common.h"
+
+#ifndef CUFRAMES_EXPECTED_VERSION
+#error "build with -DCUFRAMES_EXPECTED_VERSION=\"x.y.z\" (pkg-config --modversion cuframes)"
+#endif
+
+/* A pointer value no successful call would write: out-parameters of failed
+ * calls must keep it. */
+#define SENTINEL(type) ((type *)(uintptr_t)0x5EED0000u)
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void publisher_config(cuframes_publisher_config *config, const char *key,
+                             cuframes_format format, uint32_t width, uint32_t height) {
+    cuframes_publisher_config_init(config);
+    config->key = key;
+    config->format = format;
+    config->width = width;
+    config->height = height;
+    config->memory = CUFRAMES_MEMORY_HOST;
+    config->runtime_dir = runtime_dir();
+}
+
+static void subscriber_config(cuframes_subscriber_config *config, const char *key) {
+    cuframes_subscriber_config_init(config);
+    config->key = key;
+    config->runtime_dir = runtime_dir();
+}
+
+static int publish(cuframes_publisher *publisher, source_frame *source, uint64_t seq,
+                   int64_t pts) {
+    uint64_t got = 0;
+    source_fill(source, seq);
+    CHECK_OK(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source->planes,
+                                        source->pitches, source->plane_count, pts, &got));
+    CHECK(got == seq);
+    return 0;
+}
+
+/* ---- library-wide calls ------------------------------------------------- */
+
+static int test_version_protocol_strerror(void) {
+    static const struct {
+        cuframes_status status;
+        const char *text;
+    } table[] = {
+        {CUFRAMES_OK, "success"},
+        {CUFRAMES_ERR_INVALID_ARGUMENT, "invalid argument"},
+        {CUFRAMES_ERR_NOT_FOUND, "no such publisher"},
+        {CUFRAMES_ERR_ALREADY_EXISTS, "key already published"},
+        {CUFRAMES_ERR_PROTOCOL, "protocol error or version mismatch"},
+        {CUFRAMES_ERR_FORMAT, "unsupported pixel format"},
+        {CUFRAMES_ERR_TOO_MANY, "too many subscribers"},
+        {CUFRAMES_ERR_TIMEOUT, "timed out"},
+        {CUFRAMES_ERR_DISCONNECTED, "disconnected"},
+        {CUFRAMES_ERR_OVERWRITTEN, "frame overwritten while leased"},
+        {CUFRAMES_ERR_IO, "I/O error"},
+        {CUFRAMES_ERR_CUDA, "CUDA error"},
+        {CUFRAMES_ERR_UNSUPPORTED, "not supported"},
+        {CUFRAMES_ERR_CORRUPT, "corrupt shared state"},
+        {CUFRAMES_ERR_PERMISSION, "permission denied"},
+        {CUFRAMES_ERR_INTERNAL, "internal error"},
+    };
+    size_t i;
+    CHECK(strcmp(cuframes_version(), CUFRAMES_EXPECTED_VERSION) == 0);
+    CHECK(cuframes_protocol_version() == 1);
+    for (i = 0; i < sizeof table / sizeof table[0]; i++) {
+        CHECK(table[i].status == -(cuframes_status)i); /* 0, -1, ..., -15 */
+        CHECK(strcmp(cuframes_strerror(table[i].status), table[i].text) == 0);
+    }
+    CHECK(strcmp(cuframes_strerror(-16), "unknown status") == 0);
+    CHECK(strcmp(cuframes_strerror(1), "unknown status") == 0);
+    CHECK(strcmp(cuframes_strerror(INT32_MIN), "unknown status") == 0);
+    CHECK(CUFRAMES_MAX_PLANES == 4);
+    return 0;
+}
+
+static int test_validate_key(void) {
+    static const char *good[] = {"cam1", "a", "A-b_9", "---", "___"};
+    static const char *bad[] = {"", "a/b", "a b", "a.b", "caf\xc3\xa9", "a\nb"};
+    char long_key[65];
+    size_t i;
+    for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+        CHECK_OK(cuframes_validate_key(good[i]));
+    }
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_STATUS(cuframes_validate_key(bad[i]), CUFRAMES_ERR_INVALID_ARGUMENT);
+        CHECK_MESSAGE();
+    }
+    memset(long_key, 'k', 63);
+    long_key[63] = '\0';
+    CHECK_OK(cuframes_validate_key(long_key));
+    long_key[63] = 'k';
+    long_key[64] = '\0';
+    CHECK_STATUS(cuframes_validate_key(long_key), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_validate_key(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "NULL") != NULL);
+    return 0;
+}
+
+static int test_config_init_defaults(void) {
+    cuframes_publisher_config p;
+    cuframes_subscriber_config s;
+    memset(&p, 0xAB, sizeof p);
+    memset(&s, 0xAB, sizeof s);
+    cuframes_publisher_config_init(&p);
+    CHECK(p.key == NULL && p.runtime_dir == NULL);
+    CHECK(p.format == 0 && p.width == 0 && p.height == 0);
+    CHECK(p.ring_size == 4);
+    CHECK(p.policy == CUFRAMES_POLICY_DROP_OLDEST);
+    CHECK(p.ack_timeout_ms == 1000);
+    CHECK(p.memory == CUFRAMES_MEMORY_AUTO);
+    CHECK(p.fps_num == 0 && p.fps_den == 0);
+    CHECK(p.cuda_context == NULL && p.cuda_stream == NULL);
+    cuframes_subscriber_config_init(&s);
+    CHECK(s.key == NULL && s.name == NULL && s.runtime_dir == NULL);
+    CHECK(s.mode == CUFRAMES_MODE_SEQUENTIAL);
+    CHECK(s.connect_timeout_ms == 5000);
+    CHECK(s.cuda_context == NULL && s.cuda_stream == NULL);
+    CHECK(s.cuda_device == -1);
+    cuframes_publisher_config_init(NULL); /* ignored */
+    cuframes_subscriber_config_init(NULL);
+    return 0;
+}
+
+/* ---- publisher configs -------------------------------------------------- */
+
+static int test_publisher_bad_config(void) {
+    char key[64];
+    cuframes_publisher_config config;
+    cuframes_publisher *publisher;
+    cuframes_stream_info info;
+    int i;
+    unique_key(key, sizeof key, "badcfg");
+    for (i = 0; i < 8; i++) {
+        cuframes_status want = CUFRAMES_ERR_INVALID_ARGUMENT;
+        publisher_config(&config, key, CUFRAMES_FORMAT_NV12, 33, 17);
+        switch (i) {
+        case 0: config.key = NULL; break;
+        case 1: config.key = "bad key!"; break;
+        case 2: config.ring_size = 17; break;
+        case 3: config.format = 99; break;
+        case 4: config.memory = 7; break;
+        case 5: config.width = 0; break;
+        case 6: config.policy = 2; break;
+        case 7: config.memory = CUFRAMES_MEMORY_CUDA; want = CUFRAMES_ERR_UNSUPPORTED; break;
+        }
+        publisher = SENTINEL(cuframes_publisher);
+        CHECK_STATUS(cuframes_publisher_create(&config, &publisher), want);
+        CHECK(publisher == SENTINEL(cuframes_publisher));
+        CHECK_MESSAGE();
+    }
+    publisher = SENTINEL(cuframes_publisher);
+    CHECK_STATUS(cuframes_publisher_create(NULL, &publisher), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(publisher == SENTINEL(cuframes_publisher));
+    CHECK_MESSAGE();
+
+    /* ring_size 0 is the default (4), as are 0 ms ACK timeouts. */
+    publisher_config(&config, key, CUFRAMES_FORMAT_YUV420P, 33, 17);
+    config.ring_size = 0;
+    config.ack_timeout_ms = 0;
+    config.fps_num = 25;
+    config.fps_den = 1;
+    CHECK_OK(cuframes_publisher_create(&config, &publisher));
+    memset(&info, 0, sizeof info);
+    CHECK_OK(cuframes_publisher_get_info(publisher, &info));
+    CHECK(info.ring_size == 4 && info.policy == CUFRAMES_POLICY_DROP_OLDEST);
+    CHECK(info.memory == CUFRAMES_MEMORY_HOST && info.format == CUFRAMES_FORMAT_YUV420P);
+    CHECK(info.width == 33 && info.height == 17 && info.plane_count == 3);
+    CHECK(info.fps_num == 25 && info.fps_den == 1);
+    CHECK(info.pitches[0] >= 33 && info.pitches[1] >= 17 && info.pitches[3] == 0);
+    CHECK(info.frame_size >= info.pitches[0] * 17 + 2 * info.pitches[1] * 9);
+    cuframes_publisher_destroy(publisher);
+    cuframes_publisher_destroy(NULL); /* ignored */
+    return 0;
+}
+
+/* ---- round trips -------------------------------------------------------- */
+
+static int round_trip(cuframes_format format) {
+    const uint32_t width = 33, height = 17;
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_stream_info pinfo, sinfo;
+    cuframes_subscriber_stats stats;
+    source_frame source;
+    uint64_t seq;
+
+    unique_key(key, sizeof key, "round");
+    publisher_config(&pconfig, key, format, width, height);
+    pconfig.fps_num = 30000;
+    pconfig.fps_den = 1001;
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    sconfig.name = "c-round-trip";
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(cuframes_publisher_subscriber_count(publisher) == 1);
+
+    memset(&pinfo, 0, sizeof pinfo);
+    memset(&sinfo, 0xCC, sizeof sinfo);
+    CHECK_OK(cuframes_publisher_get_info(publisher, &pinfo));
+    CHECK_OK(cuframes_subscriber_get_info(subscriber, &sinfo));
+    CHECK(pinfo.format == sinfo.format && pinfo.width == sinfo.width &&
+          pinfo.height == sinfo.height && pinfo.ring_size == sinfo.ring_size &&
+          pinfo.policy == sinfo.policy && pinfo.memory == sinfo.memory &&
+          pinfo.fps_num == sinfo.fps_num && pinfo.fps_den == sinfo.fps_den &&
+          pinfo.plane_count == sinfo.plane_count && pinfo.frame_size == sinfo.frame_size &&
+          memcmp(pinfo.pitches, sinfo.pitches, sizeof pinfo.pitches) == 0);
+    CHECK(sinfo.fps_num == 30000 && sinfo.fps_den == 1001 && sinfo.memory == CUFRAMES_MEMORY_HOST);
+
+    CHECK(source_init(&source, format, width, height) == 0);
+    CHECK(source.plane_count == pinfo.plane_count);
+    for (seq = 1; seq <= 50; seq++) {
+        cuframes_frame *frame = NULL;
+        cuframes_frame_info info;
+        int64_t pts = (int64_t)seq * 33366667 - 1000; /* negative for the first */
+        if (publish(publisher, &source, seq, pts) != 0) {
+            return 1;
+        }
+        CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+        memset(&info, 0, sizeof info);
+        CHECK_OK(cuframes_frame_get_info(frame, &info));
+        CHECK(info.seq == seq);
+        CHECK(info.pts_ns == pts);
+        CHECK(info.publish_mono_ns != 0);
+        if (verify_frame(&info, format, width, height) != 0) {
+            return 1;
+        }
+        CHECK(info.pitches[0] == pinfo.pitches[0] && info.pitches[1] == pinfo.pitches[1]);
+        CHECK_OK(cuframes_frame_is_intact(frame));
+        CHECK_OK(cuframes_frame_release(frame));
+    }
+    source_free(&source);
+
+    memset(&stats, 0xFF, sizeof stats);
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK(stats.received == 50 && stats.dropped == 0 && stats.overwritten == 0);
+    CHECK(stats.publisher_shut_down == 0);
+    CHECK_OK(cuframes_publisher_flush(publisher, 1000));
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_round_trip_nv12(void) { return round_trip(CUFRAMES_FORMAT_NV12); }
+static int test_round_trip_yuv420p(void) { return round_trip(CUFRAMES_FORMAT_YUV420P); }
+static int test_round_trip_p010(void) { return round_trip(CUFRAMES_FORMAT_P010); }
+static int test_round_trip_bgra(void) { return round_trip(CUFRAMES_FORMAT_BGRA); }
+
+/* ---- waiting, overwrites, lifetimes ------------------------------------- */
+
+static int test_next_timeout_on_empty_ring(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *frame = SENTINEL(cuframes_frame);
+    unique_key(key, sizeof key, "empty");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK_STATUS(cuframes_subscriber_next(subscriber, 0, &frame), CUFRAMES_ERR_TIMEOUT);
+    CHECK(frame == SENTINEL(cuframes_frame));
+    CHECK_MESSAGE();
+    CHECK_STATUS(cuframes_subscriber_next(subscriber, 20, &frame), CUFRAMES_ERR_TIMEOUT);
+    CHECK(frame == SENTINEL(cuframes_frame));
+    CHECK_STATUS(cuframes_publisher_wait_subscribers(publisher, 2, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK_OK(cuframes_publisher_wait_subscribers(publisher, 1, 1000));
+    CHECK_STATUS(cuframes_publisher_wait_subscribers(publisher, 32, 0),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_drop_oldest_overwrite_is_reported(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *held = NULL;
+    cuframes_frame *next = NULL;
+    cuframes_frame_info info;
+    cuframes_subscriber_stats stats;
+    source_frame source;
+    unique_key(key, sizeof key, "overwrite");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    pconfig.ring_size = 2;
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
+
+    if (publish(publisher, &source, 1, 100) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &held));
+    CHECK_OK(cuframes_frame_is_intact(held));
+    /* Two more frames lap the ring of 2: slot of seq 1 now holds seq 3. */
+    if (publish(publisher, &source, 2, 200) != 0) return 1;
+    if (publish(publisher, &source, 3, 300) != 0) return 1;
+    CHECK_STATUS(cuframes_frame_is_intact(held), CUFRAMES_ERR_OVERWRITTEN);
+    CHECK_MESSAGE();
+    memset(&info, 0, sizeof info);
+    CHECK_OK(cuframes_frame_get_info(held, &info)); /* still answers, data may be torn */
+    CHECK(info.seq == 1);
+    CHECK_STATUS(cuframes_frame_release(held), CUFRAMES_ERR_OVERWRITTEN);
+    CHECK_MESSAGE();
+
+    /* The subscriber goes on with seq 2 and 3. */
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
+    CHECK_OK(cuframes_frame_get_info(next, &info));
+    CHECK(info.seq == 2 && info.pts_ns == 200);
+    CHECK_OK(cuframes_frame_release(next));
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
+    CHECK_OK(cuframes_frame_get_info(next, &info));
+    CHECK(info.seq == 3);
+    if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
+    CHECK_OK(cuframes_frame_release(next));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK(stats.received == 3 && stats.overwritten == 1 && stats.dropped == 0);
+    source_free(&source);
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_frame_outlives_subscriber(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *first = NULL;
+    cuframes_frame *second = NULL;
+    cuframes_frame_info info;
+    source_frame source;
+    unique_key(key, sizeof key, "outlive");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_YUV420P, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_YUV420P, 33, 17) == 0);
+    if (publish(publisher, &source, 1, 1) != 0) return 1;
+    if (publish(publisher, &source, 2, 2) != 0) return 1;
+    source_free(&source);
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &first));
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &second));
+
+    cuframes_subscriber_destroy(subscriber);
+    memset(&info, 0, sizeof info);
+    CHECK_OK(cuframes_frame_get_info(first, &info));
+    if (verify_frame(&info, CUFRAMES_FORMAT_YUV420P, 33, 17) != 0) return 1;
+    CHECK_OK(cuframes_frame_release(first));
+
+    /* Even the publisher may go: the memory stays mapped until the release. */
+    cuframes_publisher_destroy(publisher);
+    CHECK_OK(cuframes_frame_get_info(second, &info));
+    CHECK(info.seq == 2);
+    if (verify_frame(&info, CUFRAMES_FORMAT_YUV420P, 33, 17) != 0) return 1;
+    CHECK_OK(cuframes_frame_is_intact(second));
+    CHECK_OK(cuframes_frame_release(second));
+    return 0;
+}
+
+static int test_flush_waits_for_held_frames(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *frame = NULL;
+    source_frame source;
+    unique_key(key, sizeof key, "flush");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_BGRA, 16, 8);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_BGRA, 16, 8) == 0);
+    if (publish(publisher, &source, 1, 0) != 0) return 1;
+    source_free(&source);
+    CHECK_STATUS(cuframes_publisher_flush(publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK_MESSAGE();
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_frame_release(frame));
+    CHECK_OK(cuframes_publisher_flush(publisher, 1000));
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_latest_mode_skips_to_the_newest(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *frame = NULL;
+    cuframes_frame_info info;
+    cuframes_subscriber_stats stats;
+    source_frame source;
+    uint64_t seq;
+    unique_key(key, sizeof key, "latest");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    sconfig.mode = CUFRAMES_MODE_LATEST;
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
+    for (seq = 1; seq <= 3; seq++) {
+        if (publish(publisher, &source, seq, (int64_t)seq) != 0) return 1;
+    }
+    source_free(&source);
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_frame_get_info(frame, &info));
+    CHECK(info.seq == 3);
+    if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
+    CHECK_OK(cuframes_frame_release(frame));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK(stats.received == 1 && stats.dropped == 2);
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_publish_argument_errors(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_publisher *publisher = NULL;
+    source_frame source;
+    size_t short_pitches[CUFRAMES_MAX_PLANES];
+    uint64_t seq = 777;
+    unique_key(key, sizeof key, "pubargs");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
+    source_fill(&source, 1);
+
+    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_CUDA, source.planes,
+                                            source.pitches, 2, 0, &seq),
+                 CUFRAMES_ERR_UNSUPPORTED);
+    CHECK(strstr(cuframes_last_error(), "CUDA memory backend") != NULL);
+    CHECK_STATUS(cuframes_publisher_publish(publisher, 5, source.planes, source.pitches, 2, 0, &seq),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+                                            source.pitches, 3, 0, &seq),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, NULL, source.pitches,
+                                            2, 0, &seq),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    memcpy(short_pitches, source.pitches, sizeof short_pitches);
+    short_pitches[1] = 10; /* shorter than the UV row of 34 bytes */
+    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+                                            short_pitches, 2, 0, &seq),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "pitches[1]") != NULL);
+    CHECK(seq == 777);
+    /* seq_out may be NULL. */
+    CHECK_OK(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+                                        source.pitches, 2, 0, NULL));
+    CHECK_OK(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+                                        source.pitches, 2, 0, &seq));
+    CHECK(seq == 2);
+    source_free(&source);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+/* ---- keys and peers ----------------------------------------------------- */
+
+static int test_missing_key_is_not_found(void) {
+    char key[64];
+    cuframes_subscriber_config sconfig;
+    cuframes_subscriber *subscriber = SENTINEL(cuframes_subscriber);
+    unique_key(key, sizeof key, "missing");
+    subscriber_config(&sconfig, key);
+    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_NOT_FOUND);
+    CHECK(subscriber == SENTINEL(cuframes_subscriber));
+    CHECK(strstr(cuframes_last_error(), key) != NULL);
+    sconfig.key = NULL;
+    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_INVALID_ARGUMENT);
+    sconfig.key = key;
+    sconfig.mode = 9;
+    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(subscriber == SENTINEL(cuframes_subscriber));
+    return 0;
+}
+
+static int test_publisher_destroy_disconnects(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *frame = SENTINEL(cuframes_frame);
+    cuframes_subscriber_stats stats;
+    unique_key(key, sizeof key, "bye");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    cuframes_publisher_destroy(publisher);
+    CHECK_STATUS(cuframes_subscriber_next(subscriber, 2000, &frame), CUFRAMES_ERR_DISCONNECTED);
+    CHECK(frame == SENTINEL(cuframes_frame));
+    CHECK_MESSAGE();
+    CHECK_STATUS(cuframes_subscriber_next(subscriber, -1, &frame), CUFRAMES_ERR_DISCONNECTED);
+    memset(&stats, 0, sizeof stats);
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK(stats.publisher_shut_down == 1);
+    cuframes_subscriber_destroy(subscriber);
+    /* The key is free again. */
+    subscriber = SENTINEL(cuframes_subscriber);
+    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_NOT_FOUND);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_second_publisher_already_exists(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_publisher *second = SENTINEL(cuframes_publisher);
+    unique_key(key, sizeof key, "twice");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    CHECK_STATUS(cuframes_publisher_create(&pconfig, &second), CUFRAMES_ERR_ALREADY_EXISTS);
+    CHECK(second == SENTINEL(cuframes_publisher));
+    CHECK(strstr(cuframes_last_error(), key) != NULL);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_32nd_subscriber_is_too_many(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscribers[31];
+    cuframes_subscriber *extra = SENTINEL(cuframes_subscriber);
+    int i;
+    unique_key(key, sizeof key, "many");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    for (i = 0; i < 31; i++) {
+        CHECK_OK(cuframes_subscriber_create(&sconfig, &subscribers[i]));
+    }
+    CHECK(cuframes_publisher_subscriber_count(publisher) == 31);
+    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &extra), CUFRAMES_ERR_TOO_MANY);
+    CHECK(extra == SENTINEL(cuframes_subscriber));
+    CHECK_MESSAGE();
+    for (i = 0; i < 31; i++) {
+        cuframes_subscriber_destroy(subscribers[i]);
+    }
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int test_null_handles(void) {
+    cuframes_stream_info info;
+    cuframes_subscriber_stats stats;
+    cuframes_frame_info frame_info;
+    cuframes_frame *frame = SENTINEL(cuframes_frame);
+    uint64_t seq = 5;
+    CHECK_STATUS(cuframes_publisher_get_info(NULL, &info), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "publisher is NULL") != NULL);
+    CHECK_STATUS(cuframes_publisher_wait_subscribers(NULL, 0, 0), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_publish(NULL, CUFRAMES_MEMORY_HOST, NULL, NULL, 0, 0, &seq),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(seq == 5);
+    CHECK_STATUS(cuframes_publisher_flush(NULL, 0), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(cuframes_publisher_subscriber_count(NULL) == 0);
+    CHECK_STATUS(cuframes_subscriber_get_info(NULL, &info), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_subscriber_next(NULL, 0, &frame), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(frame == SENTINEL(cuframes_frame));
+    CHECK_STATUS(cuframes_subscriber_get_stats(NULL, &stats), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_frame_get_info(NULL, &frame_info), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_frame_is_intact(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_frame_release(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "frame is NULL") != NULL);
+    cuframes_publisher_destroy(NULL);
+    cuframes_subscriber_destroy(NULL);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static const test_case tests[] = {
+        {"version_protocol_strerror", test_version_protocol_strerror},
+        {"validate_key", test_validate_key},
+        {"config_init_defaults", test_config_init_defaults},
+        {"publisher_bad_config", test_publisher_bad_config},
+        {"round_trip_nv12", test_round_trip_nv12},
+        {"round_trip_yuv420p", test_round_trip_yuv420p},
+        {"round_trip_p010", test_round_trip_p010},
+        {"round_trip_bgra", test_round_trip_bgra},
+        {"next_timeout_on_empty_ring", test_next_timeout_on_empty_ring},
+        {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
+        {"frame_outlives_subscriber", test_frame_outlives_subscriber},
+        {"flush_waits_for_held_frames", test_flush_waits_for_held_frames},
+        {"latest_mode_skips_to_the_newest", test_latest_mode_skips_to_the_newest},
+        {"publish_argument_errors", test_publish_argument_errors},
+        {"missing_key_is_not_found", test_missing_key_is_not_found},
+        {"publisher_destroy_disconnects", test_publisher_destroy_disconnects},
+        {"second_publisher_already_exists", test_second_publisher_already_exists},
+        {"32nd_subscriber_is_too_many", test_32nd_subscriber_is_too_many},
+        {"null_handles", test_null_handles},
+    };
+    int status = run_tests(tests, sizeof tests / sizeof tests[0], argc, argv);
+    remove_runtime_dir();
+    return status;
+}
