@@ -1,12 +1,13 @@
 # Sourced by scripts: makes the pinned cbindgen available as $CBINDGEN.
-# Installed with `cargo install` into ~/.cargo/bin (skipped when that
-# version is already there). The version is pinned because the checked-in
-# header must be byte-identical to what this version generates.
+# Installed with `cargo install` into cargo's bin directory (~/.cargo/bin)
+# once; skipped when that version is already there. The version is pinned
+# because the checked-in header must be byte-identical to what it generates.
 CBINDGEN_VERSION=0.29.2
 
 ensure_cbindgen() {
+    local root=${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}
     local bin
-    for bin in "$(command -v cbindgen 2>/dev/null || true)" "${CARGO_HOME:-$HOME/.cargo}/bin/cbindgen"; do
+    for bin in "$root/bin/cbindgen" "$(command -v cbindgen 2>/dev/null || true)"; do
         if [ -n "$bin" ] && [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "cbindgen $CBINDGEN_VERSION" ]; then
             CBINDGEN=$bin
             return 0
@@ -14,5 +15,5 @@ ensure_cbindgen() {
     done
     echo "== installing cbindgen $CBINDGEN_VERSION (cargo install, once)" >&2
     cargo install cbindgen --version "$CBINDGEN_VERSION" --locked >&2
-    CBINDGEN="${CARGO_HOME:-$HOME/.cargo}/bin/cbindgen"
+    CBINDGEN=$root/bin/cbindgen
 }
