@@ -1,0 +1,406 @@
+#!/usr/bin/env bash
+# End-to-end tests of the patched FFmpeg (host memory; no GPU needed).
+#
+#   tests/ffmpeg/run.sh            uses build/ffmpeg/bin/ffmpeg (scripts/build-ffmpeg.sh)
+#   FFMPEG=/path/to/ffmpeg tests/ffmpeg/run.sh
+#   tests/ffmpeg/run.sh e2e kill   only the tests whose names contain one of the words
+#
+# Publishers and subscribers are separate ffmpeg processes; frames are compared by
+# the per-frame MD5 column of -f framemd5 against the same source read directly.
+# Every process runs under timeout(1) in its own process group, and every group is
+# killed on exit. Prints one line per test and "ffmpeg tests: N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+FFMPEG=${FFMPEG:-build/ffmpeg/bin/ffmpeg}
+if [ ! -x "$FFMPEG" ]; then
+    echo "tests/ffmpeg/run.sh: $FFMPEG not found; run scripts/build-ffmpeg.sh first" >&2
+    exit 1
+fi
+FFMPEG=$(cd "$(dirname "$FFMPEG")" && pwd)/$(basename "$FFMPEG")
+FILTER=("$@")
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-ffmpeg-tests.XXXXXX")
+export CUFRAMES_RUNTIME_DIR="$WORK/run"
+mkdir -p "$CUFRAMES_RUNTIME_DIR"
+GROUPS_STARTED=()
+KEYS=()
+
+cleanup() {
+    local g
+    for g in "${GROUPS_STARTED[@]}"; do
+        kill -KILL -- "-$g" 2>/dev/null
+    done
+    wait 2>/dev/null
+    for g in "${KEYS[@]}"; do
+        rm -f "/dev/shm/cuframes-$g"
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PASSED=0
+FAILED=0
+T0=$SECONDS
+
+# A key no other run uses.
+KEYN=0
+newkey() {
+    KEYN=$((KEYN + 1))
+    KEY="fft-$$-$KEYN"
+    KEYS+=("$KEY")
+}
+
+# ff LIMIT ARGS...: ffmpeg in the foreground, bounded.
+ff() {
+    local limit=$1
+    shift
+    timeout -k 2 "$limit" "$FFMPEG" -nostdin -hide_banner -nostats "$@"
+}
+
+# bg LIMIT OUT ERR ARGS...: ffmpeg in the background, in its own process group
+# (BGPID = the group, whose leader is timeout(1)).
+bg() {
+    local limit=$1 out=$2 err=$3
+    shift 3
+    setsid timeout -k 2 "$limit" "$FFMPEG" -nostdin -hide_banner -nostats "$@" >"$out" 2>"$err" &
+    BGPID=$!
+    GROUPS_STARTED+=("$BGPID")
+}
+
+# waitrc PID: exit status of a background job (bounded by its timeout(1)).
+waitrc() {
+    wait "$1" 2>/dev/null
+}
+
+# The MD5 column of a framemd5 file, one line per frame.
+md5s() {
+    grep -v '^#' "$1" | awk -F', *' '{ print $6 }'
+}
+
+# result NAME OK DETAIL...
+result() {
+    local name=$1 ok=$2
+    shift 2
+    if [ "$ok" = 1 ]; then
+        PASSED=$((PASSED + 1))
+        printf 'ok   %-44s %s\n' "$name" "$*"
+    else
+        FAILED=$((FAILED + 1))
+        printf 'FAIL %-44s %s\n' "$name" "$*"
+    fi
+}
+
+# show FILE...: the tail of logs, after a failure.
+show() {
+    local f
+    for f in "$@"; do
+        [ -s "$f" ] || continue
+        echo "  --- $(basename "$f") (last lines)"
+        tail -n 8 "$f" | sed 's/^/  | /'
+    done
+}
+
+selected() {
+    local w
+    [ ${#FILTER[@]} -eq 0 ] && return 0
+    for w in "${FILTER[@]}"; do
+        case $1 in *"$w"*) return 0 ;; esac
+    done
+    return 1
+}
+
+# same_frames NAME REF GOT [N]: both framemd5 files have the same MD5 column (and N lines).
+same_frames() {
+    local name=$1 ref=$2 got=$3 want=${4:-}
+    local nref ngot
+    nref=$(md5s "$ref" | wc -l)
+    ngot=$(md5s "$got" | wc -l)
+    if [ -n "$want" ] && [ "$ngot" != "$want" ]; then
+        echo "  $name: $ngot frames, expected $want"
+        return 1
+    fi
+    if ! cmp -s <(md5s "$ref") <(md5s "$got"); then
+        echo "  $name: frame MD5s differ from the reference ($ngot frames vs $nref)"
+        diff <(md5s "$ref") <(md5s "$got") | head -n 6 | sed 's/^/  /'
+        return 1
+    fi
+    [ "$ngot" -gt 0 ]
+}
+
+# ---------------------------------------------------------------- a. help
+test_help() {
+    local ok=1 what opt out
+    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout memory auto host cuda wait_subscribers wait_timeout runtime_dir" \
+                "demuxer=cuframes:name timeout reconnect reconnect_timeout copy always never mode sequential latest runtime_dir" \
+                "filter=cuframes:key name timeout copy always never mode sequential latest runtime_dir"; do
+        if ! out=$(ff 20 -h "${what%%:*}" 2>&1); then
+            echo "  ffmpeg -h ${what%%:*} failed"
+            ok=0
+            continue
+        fi
+        for opt in ${what#*:}; do
+            if ! grep -Eq "^ +-?$opt +[^ ]" <<<"$out"; then
+                echo "  ffmpeg -h ${what%%:*}: no option '$opt'"
+                ok=0
+            fi
+        done
+    done
+    result "help: muxer, demuxer, filter options" "$ok"
+}
+
+# ---------------------------------------------------------------- b. end to end
+# e2e FMT SIZE: 100 frames of testsrc2 through cuframes, MD5s as read directly.
+e2e() {
+    local fmt=$1 size=$2 n=100 t=$SECONDS
+    local d="$WORK/e2e-$fmt-$size"
+    mkdir -p "$d"
+    newkey
+    ff 60 -f lavfi -i "testsrc2=size=$size:rate=25" -frames:v $n -pix_fmt "$fmt" \
+        -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "testsrc2=size=$size:rate=25" -frames:v $n \
+        -pix_fmt "$fmt" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -f cuframes -i "$KEY" -f framemd5 - >"$d/sub.md5" 2>"$d/sub.err"
+    local rc=$?
+    waitrc $pub
+    local prc=$?
+    local ok=1
+    [ $rc = 0 ] || { echo "  subscriber exited $rc"; ok=0; }
+    [ $prc = 0 ] || { echo "  publisher exited $prc"; ok=0; }
+    same_frames "$fmt $size" "$d/ref.md5" "$d/sub.md5" $n || ok=0
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "e2e: $fmt $size, $n frames" $ok "($((SECONDS - t)) s)"
+}
+
+# ---------------------------------------------------------------- c. filter
+test_filter() {
+    local d="$WORK/filter" n=60 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    ff 60 -f lavfi -i "testsrc2=size=640x360:rate=25" -frames:v $n -pix_fmt nv12 \
+        -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "testsrc2=size=640x360:rate=25" -frames:v $n \
+        -pix_fmt nv12 -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -filter_complex "cuframes=key=$KEY" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
+        { echo "  subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    same_frames "filter" "$d/ref.md5" "$d/sub.md5" $n || ok=0
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "filter: cuframes=key=K ends at EOF" $ok "($((SECONDS - t)) s)"
+}
+
+# ---------------------------------------------------------------- d. two subscribers
+test_two_subscribers() {
+    local d="$WORK/two" n=100 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    ff 60 -f lavfi -i "testsrc2=size=1280x720:rate=25" -frames:v $n -pix_fmt yuv420p \
+        -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "testsrc2=size=1280x720:rate=25" -frames:v $n \
+        -pix_fmt yuv420p -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
+    local pub=$BGPID
+    bg 60 /dev/null "$d/sub1.err" -f cuframes -name first -i "$KEY" -f framemd5 "$d/sub1.md5"
+    local s1=$BGPID
+    bg 60 /dev/null "$d/sub2.err" -f cuframes -name second -copy always -i "$KEY" -f framemd5 "$d/sub2.md5"
+    local s2=$BGPID
+    waitrc $s1 || { echo "  subscriber 1 failed"; ok=0; }
+    waitrc $s2 || { echo "  subscriber 2 failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    same_frames "subscriber 1" "$d/ref.md5" "$d/sub1.md5" $n || ok=0
+    same_frames "subscriber 2" "$d/ref.md5" "$d/sub2.md5" $n || ok=0
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub1.err" "$d/sub2.err"
+    result "two subscribers at once (lease and copy)" $ok "($((SECONDS - t)) s)"
+}
+
+# ---------------------------------------------------------------- e. H.264 file
+H264=""
+make_h264() {
+    [ -n "$H264" ] && return 0
+    H264="$WORK/clip.mp4"
+    ff 120 -f lavfi -i "testsrc2=size=640x360:rate=30" -frames:v 120 -c:v libx264 \
+        -preset ultrafast -pix_fmt yuv420p "$H264" 2>"$WORK/clip.err" ||
+        { show "$WORK/clip.err"; H264=""; return 1; }
+}
+
+test_h264() {
+    local d="$WORK/h264" t=$SECONDS ok=1
+    mkdir -p "$d"
+    make_h264 || { result "h264: decoded mp4 through cuframes" 0 "(cannot make the clip)"; return; }
+    newkey
+    ff 60 -i "$H264" -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -i "$H264" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -f cuframes -i "$KEY" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
+        { echo "  subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    same_frames "h264" "$d/ref.md5" "$d/sub.md5" 120 || ok=0
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "h264: decoded mp4 through cuframes" $ok "($((SECONDS - t)) s)"
+}
+
+# ---------------------------------------------------------------- f. transcode
+test_transcode() {
+    local d="$WORK/transcode" t=$SECONDS ok=1
+    mkdir -p "$d"
+    make_h264 || { result "transcode: decode | cuframes | libx264" 0 "(cannot make the clip)"; return; }
+    newkey
+    bg 60 /dev/null "$d/pub.err" -i "$H264" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -xerror -f cuframes -i "$KEY" -c:v libx264 -preset ultrafast "$d/out.mp4" 2>"$d/sub.err" ||
+        { echo "  subscriber (encoder) failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    ff 60 -xerror -i "$H264" -f framemd5 "$d/in.md5" 2>"$d/in.err" || ok=0
+    ff 60 -xerror -i "$d/out.mp4" -f framemd5 "$d/out.md5" 2>"$d/out.err" ||
+        { echo "  the transcoded file does not decode"; ok=0; }
+    local nin nout
+    nin=$(md5s "$d/in.md5" | wc -l)
+    nout=$(md5s "$d/out.md5" 2>/dev/null | wc -l)
+    [ "$nout" = "$nin" ] && [ "$nin" = 120 ] || { echo "  $nout frames out, $nin in"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err" "$d/out.err"
+    result "transcode: decode | cuframes | libx264" $ok "($nout of $nin frames, $((SECONDS - t)) s)"
+}
+
+# ---------------------------------------------------------------- g. publisher killed
+# The ffmpeg under a timeout(1) group leader.
+child_of() {
+    ps -o pid= --ppid "$1" | tr -d ' ' | head -n 1
+}
+
+# A live publisher (-re) that runs until killed.
+live_publisher() {
+    bg 60 /dev/null "$1" -re -f lavfi -i "testsrc2=size=320x240:rate=25" -pix_fmt yuv420p \
+        -f cuframes "$KEY"
+}
+
+# Waits (bounded) until KEY has a live publisher.
+wait_published() {
+    local i
+    for i in $(seq 100); do
+        [ -S "$CUFRAMES_RUNTIME_DIR/$KEY.sock" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+FIRST_RUN_FRAMES=0
+test_kill() {
+    local d="$WORK/kill" t ok=1
+    mkdir -p "$d"
+    newkey
+    live_publisher "$d/pub.err"
+    local pub=$BGPID
+    wait_published || { echo "  the publisher did not start"; ok=0; }
+    bg 30 /dev/null "$d/sub.err" -xerror -f cuframes -i "$KEY" -f framemd5 "$d/sub.md5"
+    local sub=$BGPID
+    sleep 1.5
+    local ffpid
+    ffpid=$(child_of $pub)
+    t=$(date +%s%N)
+    kill -KILL "$ffpid"
+    waitrc $sub
+    local rc=$?
+    local ms=$((($(date +%s%N) - t) / 1000000))
+    waitrc $pub
+    FIRST_RUN_FRAMES=$(md5s "$d/sub.md5" | wc -l)
+    [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] || { echo "  subscriber exited $rc (expected an error)"; ok=0; }
+    [ $ms -le 2000 ] || { echo "  subscriber took $ms ms to notice"; ok=0; }
+    local msgs
+    msgs=$(grep -c "publisher of '$KEY' went away" "$d/sub.err")
+    [ "$msgs" = 1 ] || { echo "  expected one message naming the key, got $msgs"; ok=0; }
+    [ "$FIRST_RUN_FRAMES" -gt 0 ] || { echo "  no frame before the kill"; ok=0; }
+    [ $ok = 1 ] || show "$d/sub.err"
+    result "kill -9 publisher: subscriber fails" $ok "(exit $rc after $ms ms, $FIRST_RUN_FRAMES frames)"
+    [ $ok = 1 ] && echo "     $(grep "went away" "$d/sub.err" | head -n 1)"
+}
+
+test_reconnect() {
+    local d="$WORK/reconnect" t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    live_publisher "$d/pub1.err"
+    local pub1=$BGPID
+    wait_published || { echo "  the publisher did not start"; ok=0; }
+    bg 40 /dev/null "$d/sub.err" -xerror -f cuframes -reconnect 1 -reconnect_timeout 1500 \
+        -i "$KEY" -f framemd5 "$d/sub.md5"
+    local sub=$BGPID
+    sleep 1.5
+    kill -KILL "$(child_of $pub1)"
+    waitrc $pub1
+    sleep 0.3
+    bg 60 /dev/null "$d/pub2.err" -re -f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v 50 \
+        -pix_fmt yuv420p -f cuframes "$KEY"
+    local pub2=$BGPID
+    waitrc $pub2 || { echo "  the second publisher failed"; show "$d/pub2.err"; ok=0; }
+    waitrc $sub
+    local rc=$?
+    local n
+    n=$(md5s "$d/sub.md5" | wc -l)
+    [ $rc = 0 ] || { echo "  subscriber exited $rc"; ok=0; }
+    [ "$n" -gt 50 ] && [ "$n" -gt "$FIRST_RUN_FRAMES" ] ||
+        { echo "  $n frames: expected those of both publishers (> 50)"; ok=0; }
+    grep -q "Resumed '$KEY'" "$d/sub.err" || { echo "  no 'Resumed' message"; ok=0; }
+    [ $ok = 1 ] || show "$d/sub.err"
+    result "kill -9 publisher: reconnect=1 resumes" $ok "($n frames, $((SECONDS - t)) s)"
+}
+
+# ---------------------------------------------------------------- h. errors
+test_cuda_memory() {
+    local d="$WORK/cuda" ok=1
+    mkdir -p "$d"
+    newkey
+    ff 30 -f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v 5 -pix_fmt nv12 \
+        -f cuframes -memory cuda "$KEY" 2>"$d/err"
+    local rc=$?
+    [ $rc != 0 ] && [ $rc != 124 ] || { echo "  exit $rc"; ok=0; }
+    grep -qi cuda "$d/err" || { echo "  no message about CUDA"; ok=0; }
+    [ $ok = 1 ] || show "$d/err"
+    result "memory=cuda without a GPU: clear error" $ok "(exit $rc)"
+    [ $ok = 1 ] && echo "     $(grep -i cuda "$d/err" | grep -v '^ ' | head -n 1)"
+}
+
+test_errors() {
+    local d="$WORK/errors" ok=1 rc
+    mkdir -p "$d"
+    newkey
+    ff 30 -f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v 5 -pix_fmt yuv444p \
+        -f cuframes "$KEY" 2>"$d/fmt.err"
+    rc=$?
+    [ $rc != 0 ] && grep -q "Unsupported pixel format yuv444p" "$d/fmt.err" ||
+        { echo "  yuv444p: exit $rc"; show "$d/fmt.err"; ok=0; }
+    ff 30 -f cuframes -timeout 300 -i "$KEY" -f null - 2>"$d/nopub.err"
+    rc=$?
+    [ $rc != 0 ] && grep -q "Cannot subscribe to '$KEY'" "$d/nopub.err" ||
+        { echo "  no publisher: exit $rc"; show "$d/nopub.err"; ok=0; }
+    ff 30 -f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v 5 -pix_fmt nv12 \
+        -f cuframes "bad/key" 2>"$d/key.err"
+    rc=$?
+    [ $rc != 0 ] && grep -qi "key" "$d/key.err" ||
+        { echo "  bad key: exit $rc"; show "$d/key.err"; ok=0; }
+    result "errors: pixel format, no publisher, bad key" $ok
+}
+
+# ---------------------------------------------------------------- run
+selected help && test_help
+selected e2e && {
+    e2e nv12 1280x720
+    e2e yuv420p 1280x720
+    e2e nv12 642x362
+    e2e yuv420p 642x362
+    e2e p010le 642x362
+    e2e bgra 320x240
+}
+selected filter && test_filter
+selected two && test_two_subscribers
+selected h264 && test_h264
+selected transcode && test_transcode
+selected kill && test_kill
+selected reconnect && test_reconnect
+selected cuda && test_cuda_memory
+selected errors && test_errors
+
+echo "ffmpeg tests took $((SECONDS - T0)) s"
+echo "ffmpeg tests: $PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
