@@ -3,7 +3,10 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use cuframes::{Error, MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Result, pattern};
+use cuframes::{
+    Error, HostPlane, MemoryKind, MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Result,
+    pattern,
+};
 
 use crate::args::PublishArgs;
 use crate::signals;
@@ -60,13 +63,17 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     let fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
     config.fps = fps;
     let mut publisher = Publisher::create(config)?;
+    let memory_note = match (publisher.memory(), cuframes::cuda_unavailable_reason()) {
+        (MemoryKind::Host, Some(why)) if a.memory == "auto" => format!("host memory ({why})"),
+        (kind, _) => format!("{} memory", kind.name()),
+    };
     let say = |text: String| {
         if !a.quiet {
             eprintln!("cuframes: {text}");
         }
     };
     say(format!(
-        "publishing '{}': {format} {width}x{height}, {} fps, ring {}, {}, {} memory (socket {})",
+        "publishing '{}': {format} {width}x{height}, {} fps, ring {}, {}, {memory_note} (socket {})",
         a.key,
         if a.fps > 0.0 {
             a.fps.to_string()
@@ -75,7 +82,6 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
         },
         a.ring,
         publisher.policy().name(),
-        publisher.memory().name(),
         publisher.paths().socket.display()
     ));
 
@@ -108,6 +114,14 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     }
 
     let layout = publisher.layout().clone();
+    let mut staging: Vec<Vec<u8>> = match publisher.memory() {
+        MemoryKind::Cuda => layout
+            .planes()
+            .iter()
+            .map(|p| vec![0; p.pitch * p.rows])
+            .collect(),
+        MemoryKind::Host => Vec::new(),
+    };
     let interval = (a.fps > 0.0).then(|| Duration::from_secs_f64(1.0 / a.fps));
     let started = Instant::now();
     let mut index = 0u64;
@@ -128,7 +142,22 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
         let pts_ns = fps.map_or(index as i64, |(num, den)| {
             (index as u128 * 1_000_000_000 * den as u128 / num as u128) as i64
         });
-        let seq = publisher.publish_with(pts_ns, |planes| pattern::fill_frame(&layout, index, planes))?;
+        let seq = match publisher.memory() {
+            MemoryKind::Host => {
+                publisher.publish_with(pts_ns, |planes| pattern::fill_frame(&layout, index, planes))?
+            }
+            // Device slots: make the frame on the CPU, publish copies it up.
+            MemoryKind::Cuda => {
+                let mut planes: Vec<&mut [u8]> = staging.iter_mut().map(Vec::as_mut_slice).collect();
+                pattern::fill_frame(&layout, index, &mut planes);
+                let sources: Vec<HostPlane<'_>> = staging
+                    .iter()
+                    .zip(layout.planes())
+                    .map(|(data, p)| HostPlane { data, pitch: p.pitch })
+                    .collect();
+                publisher.publish(&sources, pts_ns)?
+            }
+        };
         debug_assert_eq!(seq, index + 1, "pattern frame index is seq - 1");
         index += 1;
     }

@@ -29,16 +29,6 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
     config.mode = mode;
     let mut sub = Subscriber::connect(config)?;
     let info = sub.info().clone();
-    if a.verify && info.memory != MemoryKind::Host {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "--verify reads frames on the CPU; '{}' publishes {} memory",
-                a.key,
-                info.memory.name()
-            ),
-        ));
-    }
     let layout = info.layout.clone();
     if !a.json {
         eprintln!(
@@ -54,6 +44,7 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
     }
 
     let timeout = Duration::from_millis(a.timeout_ms);
+    let mut download = Vec::new();
     let mut latencies_ns: Vec<u64> = Vec::with_capacity(a.frames.clamp(1, 1 << 20) as usize);
     let (mut received, mut verified, mut mismatched, mut torn) = (0u64, 0u64, 0u64, 0u64);
     let (mut first_seq, mut last_seq) = (None, 0u64);
@@ -89,10 +80,15 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         last_seq = lease.seq();
         if a.verify {
             let frame = lease.seq() - 1;
-            let matches = (0..layout.planes().len()).all(|p| {
-                lease
+            let matches = (0..layout.planes().len()).all(|p| match info.memory {
+                // Host frames are checked in place; device frames copied down first.
+                MemoryKind::Host => lease
                     .host_plane(p)
-                    .is_some_and(|bytes| pattern::check_plane(&layout, frame, p, bytes))
+                    .is_some_and(|bytes| pattern::check_plane(&layout, frame, p, bytes)),
+                MemoryKind::Cuda => {
+                    lease.read_plane(p, &mut download).is_ok()
+                        && pattern::check_plane(&layout, frame, p, &download)
+                }
             });
             if !lease.is_intact() {
                 torn += 1; // overwritten while we read it: counted as dropped, not judged

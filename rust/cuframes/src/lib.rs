@@ -35,7 +35,10 @@ pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};
 pub use format::{FrameLayout, PixelFormat, PlaneLayout};
-pub use memory::{CudaBinding, HostPlane, MemoryKind, MemoryRequest, PlanePtr};
+pub use memory::{
+    CudaBinding, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, cuda_available,
+    cuda_unavailable_reason,
+};
 pub use publisher::{PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats, SubscriberInfo};
 pub use subscriber::{FrameLease, PlaneView, Subscriber, SubscriberConfig, SubscriberMode, SubscriberStats};
 

@@ -28,7 +28,8 @@ fn arb_message() -> impl Strategy<Value = Message> {
         memory_kind: ext[0],
         fps_num: ext[1],
         fps_den: ext[2],
-        reserved: [0; 20],
+        device_uuid: [0; 16],
+        reserved: [0; 4],
     });
     prop_oneof![
         (any::<u32>(), name.clone(), any::<i32>(), any::<u32>()).prop_map(|(v, name, dev, mode)| {
@@ -184,7 +185,8 @@ fn valid_header() -> SharedHeader {
         memory_kind: 1,
         fps_num: 0,
         fps_den: 0,
-        reserved: [0; 20],
+        device_uuid: [0; 16],
+        reserved: [0; 4],
     };
     assert!(shm::validate_header(&h).is_ok());
     h

@@ -13,8 +13,9 @@ use nix::sys::memfd::{MFdFlags, memfd_create};
 use nix::sys::stat::fstat;
 use nix::unistd::ftruncate;
 
-use super::{HostPlane, MemoryKind, PlanePtr, SlotMapping, SlotPool};
-use crate::error::{Error, ErrorKind, Result};
+use super::cuda::driver::{self, Context, Mem};
+use super::{CudaBinding, DevicePlane, HostPlane, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use crate::error::{Error, Result};
 use crate::format::FrameLayout;
 use crate::shm::region::{Access, MappedRegion};
 use crate::wire::fd_purpose;
@@ -44,10 +45,19 @@ pub(crate) struct HostPool {
     region: MappedRegion,
     stride: usize,
     ring_size: usize,
+    /// The caller's CUDA objects, for publishing device frames (downloaded).
+    cuda: Option<CudaBinding>,
+    /// Made on the first device frame.
+    cuda_context: Option<Context>,
 }
 
 impl HostPool {
-    pub(crate) fn create(key: &str, layout: &FrameLayout, ring_size: usize) -> Result<HostPool> {
+    pub(crate) fn create(
+        key: &str,
+        layout: &FrameLayout,
+        ring_size: usize,
+        cuda: Option<CudaBinding>,
+    ) -> Result<HostPool> {
         let what = format!("host slot memory of '{key}'");
         let stride = layout.size().next_multiple_of(PAGE);
         let total = stride
@@ -72,6 +82,8 @@ impl HostPool {
             region,
             stride,
             ring_size,
+            cuda,
+            cuda_context: None,
         })
     }
 
@@ -81,33 +93,6 @@ impl HostPool {
         // of stride × ring_size bytes.
         unsafe { self.region.as_ptr().add(index * self.stride) }
     }
-}
-
-fn check_source(layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()> {
-    if planes.len() != layout.planes().len() {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!(
-                "{} frame needs {} planes, got {}",
-                layout.format(),
-                layout.planes().len(),
-                planes.len()
-            ),
-        ));
-    }
-    for (index, (src, dst)) in planes.iter().zip(layout.planes()).enumerate() {
-        let need = src.pitch * (dst.rows - 1) + dst.row_bytes;
-        if src.pitch < dst.row_bytes || src.data.len() < need {
-            return Err(Error::invalid(format!(
-                "plane {index}: {} bytes at pitch {} cannot hold {} rows of {} bytes",
-                src.data.len(),
-                src.pitch,
-                dst.rows,
-                dst.row_bytes
-            )));
-        }
-    }
-    Ok(())
 }
 
 impl SlotPool for HostPool {
@@ -128,7 +113,7 @@ impl SlotPool for HostPool {
     }
 
     fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()> {
-        check_source(layout, planes)?;
+        super::check_host_source(layout, planes)?;
         let base = self.slot_ptr(index);
         for (src, dst) in planes.iter().zip(layout.planes()) {
             for row in 0..dst.rows {
@@ -147,6 +132,43 @@ impl SlotPool for HostPool {
             }
         }
         Ok(())
+    }
+
+    /// Device frames are downloaded (synchronously: host slots are complete
+    /// when published).
+    fn write_device(&mut self, index: usize, layout: &FrameLayout, planes: &[DevicePlane]) -> Result<()> {
+        if planes.len() != layout.planes().len() {
+            return Err(Error::invalid(format!(
+                "{} frame needs {} planes, got {}",
+                layout.format(),
+                layout.planes().len(),
+                planes.len()
+            )));
+        }
+        let binding = self.cuda.unwrap_or_default();
+        if self.cuda_context.is_none() {
+            self.cuda_context = Some(Context::resolve(binding.context, -1)?);
+        }
+        let ctx = self.cuda_context.as_ref().expect("set above");
+        let _current = ctx.enter()?;
+        let base = self.slot_ptr(index);
+        let stream = binding.stream as driver::CUstream;
+        for (src, dst) in planes.iter().zip(layout.planes()) {
+            // SAFETY: the plane lies inside this slot (layout.size() ≤
+            // stride); the copy completes before stream_synchronize returns,
+            // while &mut self keeps the slot exclusively ours.
+            let dst_ptr = unsafe { base.add(dst.offset) };
+            driver::copy_2d(
+                Mem::Device(src.ptr),
+                src.pitch,
+                Mem::HostMut(dst_ptr),
+                dst.pitch,
+                dst.row_bytes,
+                dst.rows,
+                stream,
+            )?;
+        }
+        driver::stream_synchronize(stream)
     }
 
     fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>> {
@@ -221,6 +243,19 @@ impl HostMapping {
 }
 
 impl SlotMapping for HostMapping {
+    fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()> {
+        let p = layout.planes()[plane];
+        let len = p.pitch * (p.rows - 1) + p.row_bytes;
+        let PlanePtr::Host(src) = self.plane(index, plane) else {
+            unreachable!("host mapping")
+        };
+        // SAFETY: open() checked that the slot lies inside the mapping, so
+        // `len` bytes from the plane start are mapped; dst is a distinct
+        // Rust slice of at least `len` bytes (checked by the slice index).
+        unsafe { std::ptr::copy_nonoverlapping(src, dst[..len].as_mut_ptr(), len) };
+        Ok(())
+    }
+
     fn plane(&self, index: usize, plane: usize) -> PlanePtr {
         let offset = self.slot_offsets[index] + self.plane_offsets[plane];
         // SAFETY: open() checked slot offset + frame size ≤ mapping length,

@@ -7,6 +7,7 @@
 //! file descriptors sent with EVENT_FD). The frame meta's `memory_kind`
 //! extension tells a subscriber which backend to open.
 
+pub(crate) mod cuda;
 pub(crate) mod host;
 
 use std::os::fd::OwnedFd;
@@ -76,19 +77,33 @@ impl MemoryRequest {
         }
     }
 
-    /// The backend this request resolves to on this machine.
+    /// The backend this request resolves to on this machine: `Auto` is CUDA
+    /// when a driver and a device are usable, host memory otherwise.
     pub fn resolve(self) -> Result<MemoryKind> {
         match self {
-            MemoryRequest::Auto | MemoryRequest::Host => Ok(MemoryKind::Host),
-            MemoryRequest::Cuda => Err(cuda_unavailable()),
+            MemoryRequest::Host => Ok(MemoryKind::Host),
+            MemoryRequest::Auto if cuda_available() => Ok(MemoryKind::Cuda),
+            MemoryRequest::Auto => Ok(MemoryKind::Host),
+            MemoryRequest::Cuda => cuda::driver::require().map(|()| MemoryKind::Cuda),
         }
     }
+}
+
+/// Whether a CUDA driver loads and reports a device (checked once; never
+/// crashes or hangs on machines without one).
+pub fn cuda_available() -> bool {
+    cuda::driver::availability().is_ok()
+}
+
+/// Why CUDA is unusable here, or None when it is usable.
+pub fn cuda_unavailable_reason() -> Option<String> {
+    cuda::driver::availability().as_ref().err().cloned()
 }
 
 /// The caller's CUDA objects, for the CUDA backend: the context frames are
 /// mapped in and the stream copies and event waits are ordered on. Raw
 /// driver handles (`CUcontext`, `CUstream`) as integers; 0 = the current
-/// context / the default stream.
+/// context (else the device's primary context) / the default stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CudaBinding {
     /// `CUcontext`.
@@ -97,18 +112,21 @@ pub struct CudaBinding {
     pub stream: usize,
 }
 
-pub(crate) fn cuda_unavailable() -> Error {
-    Error::new(
-        ErrorKind::Unsupported,
-        "the CUDA memory backend is not part of this build yet; use host memory (--memory host)",
-    )
-}
-
 /// One source plane in host memory.
 #[derive(Clone, Copy, Debug)]
 pub struct HostPlane<'a> {
     /// The plane's bytes, at least `pitch × (rows-1) + row_bytes` long.
     pub data: &'a [u8],
+    /// Bytes from one row to the next.
+    pub pitch: usize,
+}
+
+/// One source plane in CUDA device memory (a `CUdeviceptr` of the caller's
+/// context).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevicePlane {
+    /// Device address of the plane's first row.
+    pub ptr: u64,
     /// Bytes from one row to the next.
     pub pitch: usize,
 }
@@ -135,8 +153,14 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     /// Descriptors every subscriber receives after SUBSCRIBE_RESP, each with
     /// its EVENT_FD purpose.
     fn shared_fds(&self) -> Result<Vec<(u32, OwnedFd)>>;
+    /// The GPU the slots live on (16-byte UUID; zero for host memory).
+    fn device_uuid(&self) -> [u8; 16] {
+        [0; 16]
+    }
     /// Copies a frame from host planes into slot `index`.
     fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()>;
+    /// Copies a frame from device planes into slot `index`.
+    fn write_device(&mut self, index: usize, layout: &FrameLayout, planes: &[DevicePlane]) -> Result<()>;
     /// Slot `index`'s planes for writing in place, when the memory is
     /// host-addressable.
     fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>>;
@@ -146,19 +170,85 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
 pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
     /// Start of plane `plane` of slot `index`.
     fn plane(&self, index: usize, plane: usize) -> PlanePtr;
+    /// Orders the caller's work after the publish of slot `index` (CUDA:
+    /// waits on the interprocess event on the caller's stream).
+    fn prepare(&self, _index: usize) -> Result<()> {
+        Ok(())
+    }
+    /// Copies plane `plane` of slot `index` into host memory `dst` (at the
+    /// layout's pitch; at least pitch × (rows-1) + row_bytes bytes).
+    fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()>;
+    /// (free, total) bytes of the device holding the slots, for diagnostics.
+    fn device_memory_info(&self) -> Option<(usize, usize)> {
+        None
+    }
+}
+
+/// Checks that host source planes can hold a frame of `layout`.
+pub(crate) fn check_host_source(layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()> {
+    if planes.len() != layout.planes().len() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{} frame needs {} planes, got {}",
+                layout.format(),
+                layout.planes().len(),
+                planes.len()
+            ),
+        ));
+    }
+    for (index, (src, dst)) in planes.iter().zip(layout.planes()).enumerate() {
+        let need = src.pitch * (dst.rows - 1) + dst.row_bytes;
+        if src.pitch < dst.row_bytes || src.data.len() < need {
+            return Err(Error::invalid(format!(
+                "plane {index}: {} bytes at pitch {} cannot hold {} rows of {} bytes",
+                src.data.len(),
+                src.pitch,
+                dst.rows,
+                dst.row_bytes
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What a subscriber needs to open the slots of a publisher.
+#[derive(Debug)]
+pub(crate) struct MappingSource<'a> {
+    pub layout: &'a FrameLayout,
+    /// The live slot descriptors (handles).
+    pub slots: &'a [SlotDescriptor],
+    /// The header's interprocess event handle.
+    pub event_handle: &'a [u8; 64],
+    /// The publisher's GPU (frame meta extension), zero when unknown.
+    pub device_uuid: [u8; 16],
+    /// The subscriber's CUDA context and stream.
+    pub cuda: Option<CudaBinding>,
+    /// The subscriber's CUDA device ordinal (-1 = current / 0).
+    pub cuda_device: i32,
 }
 
 /// Opens the subscriber side of `memory` from the header's slot descriptors
 /// and the descriptors received with EVENT_FD (taken from `fds` as needed).
 pub(crate) fn open_mapping(
     memory: MemoryKind,
-    layout: &FrameLayout,
-    slots: &[SlotDescriptor],
+    source: &MappingSource<'_>,
     fds: &mut Vec<(u32, OwnedFd)>,
 ) -> Result<Box<dyn SlotMapping>> {
     match memory {
-        MemoryKind::Host => Ok(Box::new(host::HostMapping::open(layout, slots, fds)?)),
-        MemoryKind::Cuda => Err(cuda_unavailable()),
+        MemoryKind::Host => Ok(Box::new(host::HostMapping::open(
+            source.layout,
+            source.slots,
+            fds,
+        )?)),
+        MemoryKind::Cuda => Ok(Box::new(cuda::CudaMapping::open(
+            source.layout,
+            source.slots,
+            source.event_handle,
+            source.device_uuid,
+            source.cuda,
+            source.cuda_device,
+        )?)),
     }
 }
 
@@ -168,9 +258,16 @@ pub(crate) fn create_pool(
     key: &str,
     layout: &FrameLayout,
     ring_size: usize,
+    cuda: Option<CudaBinding>,
+    cuda_device: i32,
 ) -> Result<Box<dyn SlotPool>> {
     match memory {
-        MemoryKind::Host => Ok(Box::new(host::HostPool::create(key, layout, ring_size)?)),
-        MemoryKind::Cuda => Err(cuda_unavailable()),
+        MemoryKind::Host => Ok(Box::new(host::HostPool::create(key, layout, ring_size, cuda)?)),
+        MemoryKind::Cuda => Ok(Box::new(cuda::CudaPool::create(
+            layout,
+            ring_size,
+            cuda,
+            cuda_device,
+        )?)),
     }
 }

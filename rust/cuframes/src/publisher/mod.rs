@@ -17,7 +17,7 @@ use self::registry::Registry;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
-use crate::memory::{CudaBinding, HostPlane, MemoryKind, MemoryRequest, SlotPool, create_pool};
+use crate::memory::{CudaBinding, DevicePlane, HostPlane, MemoryKind, MemoryRequest, SlotPool, create_pool};
 use crate::resources::{KeyClaim, KeyPaths};
 use crate::shm::header::ShmHeader;
 use crate::wire::layout::{
@@ -99,8 +99,13 @@ pub struct PublisherConfig {
     pub memory: MemoryRequest,
     /// Frame rate (num, den), advertised to subscribers.
     pub fps: Option<(u32, u32)>,
-    /// The caller's CUDA context and stream (CUDA memory only).
+    /// The caller's CUDA context and stream: slots are allocated in that
+    /// context and copies queued on that stream (CUDA memory), or device
+    /// frames downloaded with them (host memory).
     pub cuda: Option<CudaBinding>,
+    /// CUDA device ordinal when no context is given (-1 = the current
+    /// context, else device 0).
+    pub cuda_device: i32,
     /// How long a connecting subscriber may take to finish its handshake.
     pub handshake_timeout: Duration,
     /// Directory for socket and lock instead of `$CUFRAMES_RUNTIME_DIR` /
@@ -122,6 +127,7 @@ impl PublisherConfig {
             memory: MemoryRequest::Auto,
             fps: None,
             cuda: None,
+            cuda_device: -1,
             handshake_timeout: Duration::from_secs(5),
             runtime_dir: None,
         }
@@ -180,8 +186,15 @@ impl Publisher {
         let layout = FrameLayout::aligned(config.format, config.width, config.height, PITCH_ALIGNMENT)?;
         let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref())?;
         let claim = KeyClaim::acquire(&paths)?;
-        let pool = create_pool(memory, &config.key, &layout, config.ring_size)?;
-        let meta = frame_meta(&layout, memory, config.fps)?;
+        let pool = create_pool(
+            memory,
+            &config.key,
+            &layout,
+            config.ring_size,
+            config.cuda,
+            config.cuda_device,
+        )?;
+        let meta = frame_meta(&layout, memory, config.fps, pool.device_uuid())?;
         let header = ShmHeader::create(&paths.shm_name, &initial_header(&config, &meta, pool.as_ref()))?;
         let listener = UnixListener::bind(&paths.socket)
             .map_err(|e| Error::io(format!("binding {}", paths.socket.display()), &e))?;
@@ -298,6 +311,15 @@ impl Publisher {
     pub fn publish(&mut self, planes: &[HostPlane<'_>], pts_ns: i64) -> Result<u64> {
         let slot = self.begin();
         self.pool.write_host(slot, &self.layout, planes)?;
+        Ok(self.commit(slot, pts_ns))
+    }
+
+    /// Publishes a frame copied from CUDA device planes (in the caller's
+    /// context, ordered on its stream); returns its seq. Host memory
+    /// downloads the frame first.
+    pub fn publish_device(&mut self, planes: &[DevicePlane], pts_ns: i64) -> Result<u64> {
+        let slot = self.begin();
+        self.pool.write_device(slot, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
     }
 
@@ -469,7 +491,12 @@ impl Backoff {
     }
 }
 
-fn frame_meta(layout: &FrameLayout, memory: MemoryKind, fps: Option<(u32, u32)>) -> Result<FrameMeta> {
+fn frame_meta(
+    layout: &FrameLayout,
+    memory: MemoryKind,
+    fps: Option<(u32, u32)>,
+    device_uuid: [u8; 16],
+) -> Result<FrameMeta> {
     let to_u32 = |v: usize, what: &str| {
         u32::try_from(v).map_err(|_| Error::invalid(format!("{what} {v} does not fit the frame meta")))
     };
@@ -485,7 +512,8 @@ fn frame_meta(layout: &FrameLayout, memory: MemoryKind, fps: Option<(u32, u32)>)
         memory_kind: memory.wire(),
         fps_num,
         fps_den,
-        reserved: [0; 20],
+        device_uuid,
+        reserved: [0; 4],
     })
 }
 

@@ -160,6 +160,22 @@ impl FrameLease {
         }
     }
 
+    /// Copies plane `index` into `dst` (resized to `pitch × (rows-1) +
+    /// row_bytes`, at the layout's pitch), from host or device memory; for
+    /// CUDA frames the copy is ordered after the publish and waited for.
+    pub fn read_plane(&self, index: usize, dst: &mut Vec<u8>) -> Result<()> {
+        let p = self.ring.layout.planes()[index];
+        dst.resize(p.pitch * (p.rows - 1) + p.row_bytes, 0);
+        self.ring
+            .mapping
+            .read_plane(self.slot, index, &self.ring.layout, dst)
+    }
+
+    /// (free, total) bytes of the GPU holding CUDA frames, for diagnostics.
+    pub fn device_memory_info(&self) -> Option<(usize, usize)> {
+        self.ring.mapping.device_memory_info()
+    }
+
     /// Whether the slot still holds this frame (false once the publisher
     /// started to overwrite it).
     pub fn is_intact(&self) -> bool {

@@ -19,7 +19,7 @@ use self::lease::Ring;
 use crate::channel::{Channel, poll_fds};
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::{CudaBinding, MemoryKind, open_mapping};
+use crate::memory::{CudaBinding, MappingSource, MemoryKind, open_mapping};
 use crate::resources::KeyPaths;
 use crate::shm::header::{HeaderInfo, ShmHeader, validate_header, validate_meta};
 use crate::wire::layout::{
@@ -70,7 +70,9 @@ pub struct SubscriberConfig {
     pub connect_timeout: Duration,
     /// The caller's CUDA context and stream (CUDA memory only).
     pub cuda: Option<CudaBinding>,
-    /// CUDA device ordinal sent in HELLO_REQ (-1 = none).
+    /// CUDA device ordinal: sent in HELLO_REQ, and the device whose primary
+    /// context maps CUDA frames when no context is given (-1 = the current
+    /// context, else device 0).
     pub cuda_device: i32,
     /// Directory to find the socket in instead of `$CUFRAMES_RUNTIME_DIR` /
     /// the default search (decision 5).
@@ -242,8 +244,15 @@ impl Subscriber {
             .position(|(p, _)| *p == fd_purpose::WAKEUP)
             .expect("collected above");
         let (_, wake) = fds.swap_remove(at);
-        let live_slots = &snapshot.slots[..info.ring_size.min(MAX_RING_SIZE)];
-        let mapping = open_mapping(info.memory, &info.layout, live_slots, &mut fds)?;
+        let source = MappingSource {
+            layout: &info.layout,
+            slots: &snapshot.slots[..info.ring_size.min(MAX_RING_SIZE)],
+            event_handle: &snapshot.ipc_event_handle,
+            device_uuid: info.meta.device_uuid,
+            cuda: config.cuda,
+            cuda_device: config.cuda_device,
+        };
+        let mapping = open_mapping(info.memory, &source, &mut fds)?;
         let ring = Arc::new(Ring {
             header,
             mapping,
@@ -444,6 +453,7 @@ impl Subscriber {
                 self.dropped += 1;
                 continue;
             }
+            ring.mapping.prepare(slot)?;
             self.received += 1;
             return Ok(Some(FrameLease::new(ring.clone(), seq, pts, published)));
         }

@@ -78,8 +78,11 @@ pub struct FrameMeta {
     pub fps_num: u32,
     /// Extension (spec: reserved): frame rate denominator, 0 = unknown.
     pub fps_den: u32,
+    /// Extension (spec: reserved): UUID of the GPU holding the slots (CUDA
+    /// memory); zero = unknown or host memory.
+    pub device_uuid: [u8; 16],
     /// Reserved, zero.
-    pub reserved: [u8; 20],
+    pub reserved: [u8; 4],
 }
 
 /// Slot descriptor, 192 bytes (spec §2.2).
@@ -186,7 +189,8 @@ const _: () = {
     assert!(offset_of!(FrameMeta, memory_kind) == 0x20);
     assert!(offset_of!(FrameMeta, fps_num) == 0x24);
     assert!(offset_of!(FrameMeta, fps_den) == 0x28);
-    assert!(offset_of!(FrameMeta, reserved) == 0x2C);
+    assert!(offset_of!(FrameMeta, device_uuid) == 0x2C);
+    assert!(offset_of!(FrameMeta, reserved) == 0x3C);
 };
 
 // Spec §2.2
@@ -253,7 +257,8 @@ impl FrameMeta {
         out[0x20..0x24].copy_from_slice(&self.memory_kind.to_le_bytes());
         out[0x24..0x28].copy_from_slice(&self.fps_num.to_le_bytes());
         out[0x28..0x2C].copy_from_slice(&self.fps_den.to_le_bytes());
-        out[0x2C..0x40].copy_from_slice(&self.reserved);
+        out[0x2C..0x3C].copy_from_slice(&self.device_uuid);
+        out[0x3C..0x40].copy_from_slice(&self.reserved);
         out
     }
 
@@ -271,7 +276,8 @@ impl FrameMeta {
             memory_kind: u32_at(0x20),
             fps_num: u32_at(0x24),
             fps_den: u32_at(0x28),
-            reserved: b[0x2C..0x40].try_into().expect("20 bytes"),
+            device_uuid: b[0x2C..0x3C].try_into().expect("16 bytes"),
+            reserved: b[0x3C..0x40].try_into().expect("4 bytes"),
         }
     }
 
@@ -288,7 +294,8 @@ impl FrameMeta {
             memory_kind: 0,
             fps_num: 0,
             fps_den: 0,
-            reserved: [0; 20],
+            device_uuid: [0; 16],
+            reserved: [0; 4],
         }
     }
 }

@@ -1,0 +1,373 @@
+//! The CUDA driver calls cuframes makes, through cudarc's raw bindings with
+//! dynamic loading: no CUDA toolkit at build time, and a machine without a
+//! driver gets a clear error instead of a crash (`available()` is checked
+//! before any other call; cudarc panics when a symbol cannot be loaded).
+//!
+//! The only module with CUDA `unsafe`. Every call runs with the right
+//! context current (`ContextGuard`), because callers such as FFmpeg call from
+//! threads where no context is current.
+
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+use cudarc::driver::sys;
+
+use crate::error::{Error, ErrorKind, Result};
+
+pub(crate) use sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
+
+/// Whether a CUDA driver can be loaded and initialised with at least one
+/// device; the reason when not. Computed once per process.
+pub(crate) fn availability() -> &'static std::result::Result<(), String> {
+    static STATE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    STATE.get_or_init(|| {
+        // SAFETY: only tries to dlopen libcuda; no symbol is called.
+        if !unsafe { sys::is_culib_present() } {
+            return Err("no CUDA driver (libcuda.so could not be loaded)".into());
+        }
+        // SAFETY: the library is present (checked above); cuInit has no
+        // preconditions and may be called any number of times.
+        let result = unsafe { sys::cuInit(0) };
+        check(result, "cuInit").map_err(|e| e.to_string())?;
+        let mut count = 0;
+        // SAFETY: cuInit succeeded; `count` is a valid out-pointer.
+        let result = unsafe { sys::cuDeviceGetCount(&mut count) };
+        check(result, "cuDeviceGetCount").map_err(|e| e.to_string())?;
+        if count < 1 {
+            return Err("the CUDA driver reports no device".into());
+        }
+        Ok(())
+    })
+}
+
+/// `Ok` when CUDA is usable, else an `Unsupported` error saying why.
+pub(crate) fn require() -> Result<()> {
+    availability()
+        .as_ref()
+        .map(|_| ())
+        .map_err(|why| Error::new(ErrorKind::Unsupported, format!("CUDA is not available: {why}")))
+}
+
+fn error_name(code: sys::CUresult) -> String {
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: cuGetErrorName writes a pointer to a static string or leaves
+    // it null for unknown codes; it needs no context.
+    let known = unsafe { sys::cuGetErrorName(code, &mut name) } == sys::CUresult::CUDA_SUCCESS;
+    if known && !name.is_null() {
+        // SAFETY: the driver returned a pointer to a static NUL-terminated string.
+        unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    } else {
+        format!("{code:?}")
+    }
+}
+
+/// Turns a CUresult into a `Cuda` error naming the call.
+pub(crate) fn check(code: sys::CUresult, call: &str) -> Result<()> {
+    if code == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Cuda,
+            format!("{call} failed: {}", error_name(code)),
+        ))
+    }
+}
+
+/// A context made current for the guard's lifetime (push/pop, so the
+/// caller's own current context is restored).
+pub(crate) struct ContextGuard(());
+
+impl ContextGuard {
+    pub(crate) fn push(ctx: CUcontext) -> Result<ContextGuard> {
+        // SAFETY: ctx is a live context owned by this backend or the caller
+        // (its lifetime is the backend's); pushing has no other precondition.
+        let result = unsafe { sys::cuCtxPushCurrent_v2(ctx) };
+        check(result, "cuCtxPushCurrent")?;
+        Ok(ContextGuard(()))
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        let mut popped: CUcontext = std::ptr::null_mut();
+        // SAFETY: pops the context this guard pushed.
+        let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+    }
+}
+
+/// The context to use: the caller's, else the current one, else device
+/// `ordinal`'s primary context (retained; released by `Context::drop`).
+#[derive(Debug)]
+pub(crate) struct Context {
+    pub ctx: CUcontext,
+    pub device: sys::CUdevice,
+    retained_primary: bool,
+}
+
+// SAFETY: a CUcontext is a process-wide handle usable from any thread once
+// made current; this type only hands it to driver calls under ContextGuard.
+unsafe impl Send for Context {}
+// SAFETY: as above, shared references only read the handle.
+unsafe impl Sync for Context {}
+
+impl Context {
+    pub(crate) fn resolve(explicit: usize, ordinal: i32) -> Result<Context> {
+        require()?;
+        if explicit != 0 {
+            let ctx = explicit as CUcontext;
+            let _guard = ContextGuard::push(ctx)?;
+            return Ok(Context {
+                ctx,
+                device: current_device()?,
+                retained_primary: false,
+            });
+        }
+        let mut current: CUcontext = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the driver is initialised (require()).
+        let result = unsafe { sys::cuCtxGetCurrent(&mut current) };
+        check(result, "cuCtxGetCurrent")?;
+        if !current.is_null() && ordinal < 0 {
+            return Ok(Context {
+                ctx: current,
+                device: current_device()?,
+                retained_primary: false,
+            });
+        }
+        let mut device: sys::CUdevice = 0;
+        // SAFETY: valid out-pointer; an out-of-range ordinal is an error code.
+        let result = unsafe { sys::cuDeviceGet(&mut device, ordinal.max(0)) };
+        check(result, "cuDeviceGet")?;
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        // SAFETY: `device` came from cuDeviceGet; valid out-pointer.
+        let result = unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device) };
+        check(result, "cuDevicePrimaryCtxRetain")?;
+        Ok(Context {
+            ctx,
+            device,
+            retained_primary: true,
+        })
+    }
+
+    pub(crate) fn enter(&self) -> Result<ContextGuard> {
+        ContextGuard::push(self.ctx)
+    }
+
+    /// The device's 16-byte UUID (stable across processes, unlike ordinals).
+    pub(crate) fn device_uuid(&self) -> Result<[u8; 16]> {
+        let mut uuid = sys::CUuuid { bytes: [0; 16] };
+        // SAFETY: `device` is valid; valid out-pointer.
+        let result = unsafe { sys::cuDeviceGetUuid(&mut uuid, self.device) };
+        check(result, "cuDeviceGetUuid")?;
+        Ok(uuid.bytes.map(|b| b as u8))
+    }
+
+    /// Whether the device can share events between processes.
+    pub(crate) fn ipc_events_supported(&self) -> Result<bool> {
+        let mut value = 0;
+        // SAFETY: valid device and out-pointer.
+        let result = unsafe {
+            sys::cuDeviceGetAttribute(
+                &mut value,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
+                self.device,
+            )
+        };
+        check(result, "cuDeviceGetAttribute(IPC_EVENT_SUPPORTED)")?;
+        Ok(value != 0)
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if self.retained_primary {
+            // SAFETY: balances the cuDevicePrimaryCtxRetain in resolve().
+            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
+        }
+    }
+}
+
+fn current_device() -> Result<sys::CUdevice> {
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: a context is current (callers push one first); valid out-pointer.
+    let result = unsafe { sys::cuCtxGetDevice(&mut device) };
+    check(result, "cuCtxGetDevice")?;
+    Ok(device)
+}
+
+/// Device memory, freed on drop (with its context current).
+#[derive(Debug)]
+pub(crate) struct DeviceAlloc {
+    pub ptr: CUdeviceptr,
+}
+
+pub(crate) fn alloc(len: usize) -> Result<DeviceAlloc> {
+    let mut ptr: CUdeviceptr = 0;
+    // SAFETY: a context is current (callers hold a ContextGuard); valid out-pointer.
+    let result = unsafe { sys::cuMemAlloc_v2(&mut ptr, len) };
+    check(result, "cuMemAlloc")?;
+    Ok(DeviceAlloc { ptr })
+}
+
+/// Frees an allocation; the caller makes its context current.
+pub(crate) fn free(alloc: &DeviceAlloc) {
+    // SAFETY: ptr came from cuMemAlloc and is freed once (owner's Drop).
+    let _ = unsafe { sys::cuMemFree_v2(alloc.ptr) };
+}
+
+/// The IPC handle of an allocation's base.
+pub(crate) fn ipc_mem_handle(ptr: CUdeviceptr) -> Result<[u8; 64]> {
+    let mut handle = sys::CUipcMemHandle { reserved: [0; 64] };
+    // SAFETY: ptr is the base of a cuMemAlloc allocation; valid out-pointer.
+    let result = unsafe { sys::cuIpcGetMemHandle(&mut handle, ptr) };
+    check(result, "cuIpcGetMemHandle")?;
+    Ok(handle.reserved.map(|b| b as u8))
+}
+
+/// Opens another process's allocation; close with `ipc_close`.
+pub(crate) fn ipc_open(handle: &[u8; 64]) -> Result<CUdeviceptr> {
+    let handle = sys::CUipcMemHandle {
+        reserved: handle.map(|b| b as std::ffi::c_char),
+    };
+    let mut ptr: CUdeviceptr = 0;
+    // SAFETY: a context is current; the handle is an opaque blob the driver
+    // validates (a forged one is an error code, not UB); valid out-pointer.
+    let result = unsafe {
+        sys::cuIpcOpenMemHandle_v2(
+            &mut ptr,
+            handle,
+            sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+        )
+    };
+    check(result, "cuIpcOpenMemHandle")?;
+    Ok(ptr)
+}
+
+pub(crate) fn ipc_close(ptr: CUdeviceptr) {
+    // SAFETY: ptr came from cuIpcOpenMemHandle and is closed once.
+    let _ = unsafe { sys::cuIpcCloseMemHandle(ptr) };
+}
+
+/// An interprocess event (`CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`).
+pub(crate) fn ipc_event_create() -> Result<(CUevent, [u8; 64])> {
+    let mut event: CUevent = std::ptr::null_mut();
+    let flags =
+        sys::CUevent_flags::CU_EVENT_INTERPROCESS as u32 | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+    // SAFETY: a context is current; valid out-pointer.
+    let result = unsafe { sys::cuEventCreate(&mut event, flags) };
+    check(result, "cuEventCreate")?;
+    let mut handle = sys::CUipcEventHandle { reserved: [0; 64] };
+    // SAFETY: event was created interprocess just above.
+    let result = unsafe { sys::cuIpcGetEventHandle(&mut handle, event) };
+    if let Err(e) = check(result, "cuIpcGetEventHandle") {
+        event_destroy(event);
+        return Err(e);
+    }
+    Ok((event, handle.reserved.map(|b| b as u8)))
+}
+
+pub(crate) fn ipc_event_open(handle: &[u8; 64]) -> Result<CUevent> {
+    let handle = sys::CUipcEventHandle {
+        reserved: handle.map(|b| b as std::ffi::c_char),
+    };
+    let mut event: CUevent = std::ptr::null_mut();
+    // SAFETY: a context is current; the driver validates the blob.
+    let result = unsafe { sys::cuIpcOpenEventHandle(&mut event, handle) };
+    check(result, "cuIpcOpenEventHandle")?;
+    Ok(event)
+}
+
+pub(crate) fn event_destroy(event: CUevent) {
+    // SAFETY: event came from cuEventCreate/cuIpcOpenEventHandle, destroyed once.
+    let _ = unsafe { sys::cuEventDestroy_v2(event) };
+}
+
+pub(crate) fn event_record(event: CUevent, stream: CUstream) -> Result<()> {
+    // SAFETY: live event and stream (or null = default stream) of the current context.
+    let result = unsafe { sys::cuEventRecord(event, stream) };
+    check(result, "cuEventRecord")
+}
+
+pub(crate) fn stream_wait_event(stream: CUstream, event: CUevent) -> Result<()> {
+    // SAFETY: live stream (or null) and event; flags must be 0.
+    let result = unsafe { sys::cuStreamWaitEvent(stream, event, 0) };
+    check(result, "cuStreamWaitEvent")
+}
+
+pub(crate) fn stream_synchronize(stream: CUstream) -> Result<()> {
+    // SAFETY: live stream or null (default stream).
+    let result = unsafe { sys::cuStreamSynchronize(stream) };
+    check(result, "cuStreamSynchronize")
+}
+
+/// Where one side of a 2D copy is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Mem {
+    Host(*const u8),
+    HostMut(*mut u8),
+    Device(CUdeviceptr),
+}
+
+/// `rows` rows of `row_bytes` from `src` (pitch `src_pitch`) to `dst`
+/// (pitch `dst_pitch`), queued on `stream`. The caller guarantees both
+/// regions are valid for the copy (host memory stays valid until the stream
+/// reaches it; callers synchronise before releasing host buffers).
+pub(crate) fn copy_2d(
+    src: Mem,
+    src_pitch: usize,
+    dst: Mem,
+    dst_pitch: usize,
+    row_bytes: usize,
+    rows: usize,
+    stream: CUstream,
+) -> Result<()> {
+    // SAFETY: CUDA_MEMCPY2D is a plain C struct; all-zero is a valid
+    // starting value (null pointers, memory type 0) before we fill it in.
+    let mut copy: sys::CUDA_MEMCPY2D = unsafe { std::mem::zeroed() };
+    match src {
+        Mem::Host(p) => {
+            copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+            copy.srcHost = p.cast();
+        }
+        Mem::HostMut(p) => {
+            copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+            copy.srcHost = p.cast_const().cast();
+        }
+        Mem::Device(d) => {
+            copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+            copy.srcDevice = d;
+        }
+    }
+    match dst {
+        Mem::Host(_) => {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "copy destination is read-only host memory",
+            ));
+        }
+        Mem::HostMut(p) => {
+            copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+            copy.dstHost = p.cast();
+        }
+        Mem::Device(d) => {
+            copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+            copy.dstDevice = d;
+        }
+    }
+    copy.srcPitch = src_pitch;
+    copy.dstPitch = dst_pitch;
+    copy.WidthInBytes = row_bytes;
+    copy.Height = rows;
+    // SAFETY: the struct describes regions the caller guarantees valid (see
+    // the doc comment); the driver checks pitches and memory types.
+    let result = unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream) };
+    check(result, "cuMemcpy2DAsync")
+}
+
+/// (free, total) device memory of the current context's device.
+pub(crate) fn mem_info() -> Result<(usize, usize)> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: a context is current; valid out-pointers.
+    let result = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
+    check(result, "cuMemGetInfo")?;
+    Ok((free, total))
+}

@@ -1,0 +1,265 @@
+//! CUDA memory backend: slots are device allocations exported once with
+//! CUDA IPC; one interprocess event orders subscribers after each publish.
+//!
+//! Publisher: one `cuMemAlloc` per slot (an IPC handle names a whole
+//! allocation), the frame layout's pitches (rows aligned to 256 bytes, as
+//! FFmpeg's CUDA frames), `cuIpcGetMemHandle` once per slot into the slot
+//! descriptor, and one `CU_EVENT_INTERPROCESS` event in the header. Publish
+//! queues 2D copies on the caller's stream and records the event there: no
+//! host synchronisation on the hot path.
+//!
+//! Subscriber: opens every handle once in the caller's context, waits on
+//! the event on the caller's stream before handing a frame out, and closes
+//! every mapping when the last lease and the subscriber are gone.
+
+pub(crate) mod driver;
+
+use self::driver::{CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
+use super::{DevicePlane, HostPlane, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::FrameLayout;
+use crate::memory::CudaBinding;
+use crate::wire::layout::SlotDescriptor;
+
+/// Publisher side.
+#[derive(Debug)]
+pub(crate) struct CudaPool {
+    ctx: Context,
+    stream: usize,
+    slots: Vec<DeviceAlloc>,
+    handles: Vec<[u8; 64]>,
+    event: usize,
+    event_handle: [u8; 64],
+    device_uuid: [u8; 16],
+}
+
+fn stream_of(raw: usize) -> CUstream {
+    raw as CUstream
+}
+
+impl CudaPool {
+    pub(crate) fn create(
+        layout: &FrameLayout,
+        ring_size: usize,
+        binding: Option<CudaBinding>,
+        device: i32,
+    ) -> Result<CudaPool> {
+        let binding = binding.unwrap_or_default();
+        let ctx = Context::resolve(binding.context, device)?;
+        let _current = ctx.enter()?;
+        if !ctx.ipc_events_supported()? {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "this CUDA device cannot share events between processes (CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED is 0)",
+            ));
+        }
+        let device_uuid = ctx.device_uuid()?;
+        let mut pool = CudaPool {
+            stream: binding.stream,
+            slots: Vec::with_capacity(ring_size),
+            handles: Vec::with_capacity(ring_size),
+            event: 0,
+            event_handle: [0; 64],
+            device_uuid,
+            ctx,
+        };
+        for _ in 0..ring_size {
+            let slot = driver::alloc(layout.size())?;
+            let handle = driver::ipc_mem_handle(slot.ptr);
+            pool.slots.push(slot);
+            pool.handles.push(handle?);
+        }
+        let (event, handle) = driver::ipc_event_create()?;
+        pool.event = event as usize;
+        pool.event_handle = handle;
+        Ok(pool)
+    }
+
+    fn copy_in(&mut self, index: usize, layout: &FrameLayout, sources: &[(Mem, usize)]) -> Result<()> {
+        if sources.len() != layout.planes().len() {
+            return Err(Error::invalid(format!(
+                "{} frame needs {} planes, got {}",
+                layout.format(),
+                layout.planes().len(),
+                sources.len()
+            )));
+        }
+        let _current = self.ctx.enter()?;
+        let base = self.slots[index].ptr;
+        let stream = stream_of(self.stream);
+        for (&(src, pitch), plane) in sources.iter().zip(layout.planes()) {
+            if pitch < plane.row_bytes {
+                return Err(Error::invalid(format!(
+                    "source pitch {pitch} is shorter than a row of {} bytes",
+                    plane.row_bytes
+                )));
+            }
+            driver::copy_2d(
+                src,
+                pitch,
+                Mem::Device(base + plane.offset as CUdeviceptr),
+                plane.pitch,
+                plane.row_bytes,
+                plane.rows,
+                stream,
+            )?;
+        }
+        driver::event_record(self.event as CUevent, stream)
+    }
+}
+
+impl SlotPool for CudaPool {
+    fn kind(&self) -> MemoryKind {
+        MemoryKind::Cuda
+    }
+
+    fn slot_handle(&self, index: usize) -> [u8; 64] {
+        self.handles[index]
+    }
+
+    fn event_handle(&self) -> [u8; 64] {
+        self.event_handle
+    }
+
+    fn device_uuid(&self) -> [u8; 16] {
+        self.device_uuid
+    }
+
+    fn shared_fds(&self) -> Result<Vec<(u32, std::os::fd::OwnedFd)>> {
+        Ok(Vec::new())
+    }
+
+    fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()> {
+        super::check_host_source(layout, planes)?;
+        let sources: Vec<(Mem, usize)> = planes
+            .iter()
+            .map(|p| (Mem::Host(p.data.as_ptr()), p.pitch))
+            .collect();
+        self.copy_in(index, layout, &sources)
+    }
+
+    fn write_device(&mut self, index: usize, layout: &FrameLayout, planes: &[DevicePlane]) -> Result<()> {
+        let sources: Vec<(Mem, usize)> = planes.iter().map(|p| (Mem::Device(p.ptr), p.pitch)).collect();
+        self.copy_in(index, layout, &sources)
+    }
+
+    fn planes_mut(&mut self, _index: usize, _layout: &FrameLayout) -> Option<Vec<&mut [u8]>> {
+        None
+    }
+}
+
+impl Drop for CudaPool {
+    fn drop(&mut self) {
+        let Ok(_current) = self.ctx.enter() else {
+            return; // the context is gone: so is the memory
+        };
+        // Copies still queued on the caller's stream must not write freed memory.
+        let _ = driver::stream_synchronize(stream_of(self.stream));
+        for slot in &self.slots {
+            driver::free(slot);
+        }
+        if self.event != 0 {
+            driver::event_destroy(self.event as CUevent);
+        }
+    }
+}
+
+/// Subscriber side.
+#[derive(Debug)]
+pub(crate) struct CudaMapping {
+    ctx: Context,
+    stream: usize,
+    slots: Vec<CUdeviceptr>,
+    plane_offsets: Vec<usize>,
+    event: usize,
+}
+
+impl CudaMapping {
+    pub(crate) fn open(
+        layout: &FrameLayout,
+        slots: &[SlotDescriptor],
+        event_handle: &[u8; 64],
+        publisher_uuid: [u8; 16],
+        binding: Option<CudaBinding>,
+        device: i32,
+    ) -> Result<CudaMapping> {
+        let binding = binding.unwrap_or_default();
+        let ctx = Context::resolve(binding.context, device)?;
+        let _current = ctx.enter()?;
+        let ours = ctx.device_uuid()?;
+        if publisher_uuid != [0; 16] && publisher_uuid != ours {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "the publisher's frames are on another GPU (uuid {}) than this subscriber's CUDA context (uuid {}); sharing across GPUs is not supported yet",
+                    hex(&publisher_uuid),
+                    hex(&ours)
+                ),
+            ));
+        }
+        let mut mapping = CudaMapping {
+            stream: binding.stream,
+            slots: Vec::with_capacity(slots.len()),
+            plane_offsets: layout.planes().iter().map(|p| p.offset).collect(),
+            event: 0,
+            ctx,
+        };
+        for (index, slot) in slots.iter().enumerate() {
+            let ptr = driver::ipc_open(&slot.mem_handle)
+                .map_err(|e| Error::new(e.kind(), format!("slot {index}: {e}")))?;
+            mapping.slots.push(ptr);
+        }
+        mapping.event = driver::ipc_event_open(event_handle)? as usize;
+        Ok(mapping)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl SlotMapping for CudaMapping {
+    fn plane(&self, index: usize, plane: usize) -> PlanePtr {
+        PlanePtr::Device(self.slots[index] + self.plane_offsets[plane] as CUdeviceptr)
+    }
+
+    fn prepare(&self, _index: usize) -> Result<()> {
+        let _current = self.ctx.enter()?;
+        driver::stream_wait_event(stream_of(self.stream), self.event as CUevent)
+    }
+
+    fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()> {
+        let p = layout.planes()[plane];
+        let _current = self.ctx.enter()?;
+        let stream = stream_of(self.stream);
+        driver::copy_2d(
+            Mem::Device(self.slots[index] + p.offset as CUdeviceptr),
+            p.pitch,
+            Mem::HostMut(dst.as_mut_ptr()),
+            p.pitch,
+            p.row_bytes,
+            p.rows,
+            stream,
+        )?;
+        driver::stream_synchronize(stream)
+    }
+
+    fn device_memory_info(&self) -> Option<(usize, usize)> {
+        let _current = self.ctx.enter().ok()?;
+        driver::mem_info().ok()
+    }
+}
+
+impl Drop for CudaMapping {
+    fn drop(&mut self) {
+        let Ok(_current) = self.ctx.enter() else {
+            return;
+        };
+        for &ptr in &self.slots {
+            driver::ipc_close(ptr);
+        }
+        if self.event != 0 {
+            driver::event_destroy(self.event as CUevent);
+        }
+    }
+}
