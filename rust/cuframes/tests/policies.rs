@@ -286,3 +286,26 @@ fn many_frames_in_order_with_verification() {
         assert_eq!((stats.dropped, stats.overwritten), (0, 0));
     }
 }
+
+#[test]
+fn in_place_publish_needs_acquire_then_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("inplace");
+    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "s");
+    assert_eq!(
+        publisher.commit_slot(0).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let target = publisher.acquire_slot().unwrap();
+    assert_eq!(target.index, 1, "seq 1 goes to slot 1 % ring");
+    assert_eq!(target.planes.len(), 2);
+    assert!(matches!(target.planes[0], cuframes::PlanePtr::Host(_)));
+    assert_eq!(
+        publisher.acquire_slot().unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(publisher.commit_slot(42).unwrap(), 1);
+    let lease = sub.next(SECOND).unwrap();
+    assert_eq!((lease.seq(), lease.slot(), lease.pts_ns()), (1, 1, 42));
+}

@@ -21,9 +21,13 @@ pub const EXIT_LIMIT: Duration = Duration::from_secs(15);
 /// How long a socket may take to appear.
 pub const SOCKET_LIMIT: Duration = Duration::from_secs(5);
 
-/// The `cuframes` binary under test.
+/// The `cuframes` binary under test: `$CUFRAMES_BIN` when set (test
+/// binaries staged for another machine), else the one cargo built.
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cuframes")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("CUFRAMES_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cuframes").to_owned())
+    })
 }
 
 /// A private runtime directory plus the keys a test used; dropping it removes

@@ -134,6 +134,11 @@ impl SlotPool for HostPool {
         Ok(())
     }
 
+    fn slot_plane(&self, index: usize, layout: &FrameLayout, plane: usize) -> PlanePtr {
+        // SAFETY: the plane offset lies inside the slot (layout.size() ≤ stride).
+        PlanePtr::Host(unsafe { self.slot_ptr(index).add(layout.planes()[plane].offset) }.cast_const())
+    }
+
     /// Device frames are downloaded (synchronously: host slots are complete
     /// when published).
     fn write_device(&mut self, index: usize, layout: &FrameLayout, planes: &[DevicePlane]) -> Result<()> {

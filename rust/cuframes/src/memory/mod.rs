@@ -161,6 +161,13 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()>;
     /// Copies a frame from device planes into slot `index`.
     fn write_device(&mut self, index: usize, layout: &FrameLayout, planes: &[DevicePlane]) -> Result<()>;
+    /// Where plane `plane` of slot `index` starts (for in-place writes).
+    fn slot_plane(&self, index: usize, layout: &FrameLayout, plane: usize) -> PlanePtr;
+    /// The caller wrote slot `index` in place (CUDA: record the event on
+    /// the caller's stream).
+    fn written_in_place(&mut self, _index: usize) -> Result<()> {
+        Ok(())
+    }
     /// Slot `index`'s planes for writing in place, when the memory is
     /// host-addressable.
     fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>>;
@@ -250,6 +257,21 @@ pub(crate) fn open_mapping(
             source.cuda_device,
         )?)),
     }
+}
+
+/// A CUDA publisher side over the caller's own buffers (EXTERNAL ownership).
+pub(crate) fn external_pool(
+    layout: &FrameLayout,
+    ptrs: &[u64],
+    cuda: Option<CudaBinding>,
+    cuda_device: i32,
+) -> Result<Box<dyn SlotPool>> {
+    Ok(Box::new(cuda::CudaPool::external(
+        layout,
+        ptrs,
+        cuda,
+        cuda_device,
+    )?))
 }
 
 /// Creates the publisher side of `memory`.

@@ -17,17 +17,28 @@ use self::registry::Registry;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
-use crate::memory::{CudaBinding, DevicePlane, HostPlane, MemoryKind, MemoryRequest, SlotPool, create_pool};
+use crate::memory::{
+    CudaBinding, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, SlotPool, create_pool,
+};
 use crate::resources::{KeyClaim, KeyPaths};
 use crate::shm::header::ShmHeader;
 use crate::wire::layout::{
-    FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_LIBRARY, POLICY_DROP_OLDEST,
-    POLICY_STRICT_WAIT, PROTOCOL_VERSION, SEQ_INVALID, SharedHeader, offsets,
+    FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
+    POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SEQ_INVALID, SharedHeader, offsets,
 };
 use crate::wire::message::{HelloAccept, Message};
 
 /// Row alignment of slots (CUDA's texture pitch alignment; also good for SIMD).
 pub const PITCH_ALIGNMENT: usize = 256;
+
+/// Where the next frame goes (see [`Publisher::acquire_slot`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotTarget {
+    /// Ring slot index.
+    pub index: usize,
+    /// Start of each plane (pitches: [`Publisher::layout`]).
+    pub planes: Vec<PlanePtr>,
+}
 
 /// What to do when the ring is full.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +119,13 @@ pub struct PublisherConfig {
     pub cuda_device: i32,
     /// How long a connecting subscriber may take to finish its handshake.
     pub handshake_timeout: Duration,
+    /// EXTERNAL ownership (spec `ownership_mode` 1): the caller's own CUDA
+    /// buffers are the slots, one per ring slot, each the base of its own
+    /// `cuMemAlloc` allocation of at least `layout.size()` bytes laid out as
+    /// `FrameLayout::aligned(format, width, height, PITCH_ALIGNMENT)`.
+    /// Frames are published with [`Publisher::acquire_slot`] /
+    /// [`Publisher::commit_slot`], with no copy. CUDA memory only.
+    pub external_slots: Option<Vec<u64>>,
     /// Directory for socket and lock instead of `$CUFRAMES_RUNTIME_DIR` /
     /// `/run/cuframes` (decision 5).
     pub runtime_dir: Option<PathBuf>,
@@ -129,6 +147,7 @@ impl PublisherConfig {
             cuda: None,
             cuda_device: -1,
             handshake_timeout: Duration::from_secs(5),
+            external_slots: None,
             runtime_dir: None,
         }
     }
@@ -159,6 +178,8 @@ pub struct Publisher {
     control: ControlThread,
     control_stats: Arc<ControlStats>,
     next_seq: u64,
+    /// A slot handed out by `acquire_slot`, not yet committed.
+    acquired: Option<usize>,
     stats: PublisherStats,
     claim: KeyClaim,
 }
@@ -186,15 +207,33 @@ impl Publisher {
         let layout = FrameLayout::aligned(config.format, config.width, config.height, PITCH_ALIGNMENT)?;
         let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref())?;
         let claim = KeyClaim::acquire(&paths)?;
-        let pool = create_pool(
-            memory,
-            &config.key,
-            &layout,
-            config.ring_size,
-            config.cuda,
-            config.cuda_device,
-        )?;
+        let pool = match &config.external_slots {
+            None => create_pool(
+                memory,
+                &config.key,
+                &layout,
+                config.ring_size,
+                config.cuda,
+                config.cuda_device,
+            )?,
+            Some(ptrs) => {
+                if memory != MemoryKind::Cuda || ptrs.len() != config.ring_size {
+                    return Err(Error::invalid(format!(
+                        "external slots need CUDA memory and exactly ring_size ({}) device buffers, got {} on {} memory",
+                        config.ring_size,
+                        ptrs.len(),
+                        memory.name()
+                    )));
+                }
+                crate::memory::external_pool(&layout, ptrs, config.cuda, config.cuda_device)?
+            }
+        };
         let meta = frame_meta(&layout, memory, config.fps, pool.device_uuid())?;
+        let ownership = if config.external_slots.is_some() {
+            OWNERSHIP_EXTERNAL
+        } else {
+            OWNERSHIP_LIBRARY
+        };
         let header = ShmHeader::create(&paths.shm_name, &initial_header(&config, &meta, pool.as_ref()))?;
         let listener = UnixListener::bind(&paths.socket)
             .map_err(|e| Error::io(format!("binding {}", paths.socket.display()), &e))?;
@@ -205,7 +244,7 @@ impl Publisher {
             registry: registry.clone(),
             hello: HelloAccept {
                 ring_size: config.ring_size as u32,
-                ownership_mode: OWNERSHIP_LIBRARY as u32,
+                ownership_mode: ownership as u32,
                 meta,
                 shm_path: paths.shm_name.clone(),
             },
@@ -224,6 +263,7 @@ impl Publisher {
             control,
             control_stats,
             next_seq: 1,
+            acquired: None,
             stats: PublisherStats::default(),
             claim,
         })
@@ -321,6 +361,37 @@ impl Publisher {
         let slot = self.begin();
         self.pool.write_device(slot, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
+    }
+
+    /// Zero-copy publish, step 1: the slot the next frame goes to (after the
+    /// STRICT_WAIT wait), with the address of each plane — device pointers
+    /// for CUDA memory (the caller's own buffers under EXTERNAL ownership),
+    /// host pointers for host memory. Write the frame there, then call
+    /// [`Publisher::commit_slot`].
+    pub fn acquire_slot(&mut self) -> Result<SlotTarget> {
+        if let Some(index) = self.acquired {
+            return Err(Error::invalid(format!(
+                "slot {index} was acquired and not committed yet"
+            )));
+        }
+        let index = self.begin();
+        self.acquired = Some(index);
+        let planes = (0..self.layout.planes().len())
+            .map(|p| self.pool.slot_plane(index, &self.layout, p))
+            .collect();
+        Ok(SlotTarget { index, planes })
+    }
+
+    /// Zero-copy publish, step 2: publishes what was written into the slot
+    /// from [`Publisher::acquire_slot`] (CUDA: work queued on the caller's
+    /// stream before this call is ordered before every subscriber's read).
+    pub fn commit_slot(&mut self, pts_ns: i64) -> Result<u64> {
+        let index = self
+            .acquired
+            .take()
+            .ok_or_else(|| Error::invalid("commit_slot without acquire_slot"))?;
+        self.pool.written_in_place(index)?;
+        Ok(self.commit(index, pts_ns))
     }
 
     /// Publishes a frame written in place: `fill` gets the slot's planes
@@ -526,13 +597,20 @@ fn initial_header(config: &PublisherConfig, meta: &FrameMeta, pool: &dyn SlotPoo
     h.lib_version_patch = patch;
     h.producer_pid = std::process::id() as u64;
     h.ring_size = config.ring_size as u64;
-    h.ownership_mode = OWNERSHIP_LIBRARY;
+    h.ownership_mode = if config.external_slots.is_some() {
+        OWNERSHIP_EXTERNAL
+    } else {
+        OWNERSHIP_LIBRARY
+    };
     h.policy = config.policy.wire();
     h.max_subscribers = MAX_SUBSCRIBER_SLOTS as u64;
     h.meta = *meta;
     h.ipc_event_handle = pool.event_handle();
     for (index, slot) in h.slots.iter_mut().enumerate().take(config.ring_size) {
         slot.mem_handle = pool.slot_handle(index);
+        if let Some(ptrs) = &config.external_slots {
+            slot.cuda_ptr_external[..8].copy_from_slice(&ptrs[index].to_le_bytes());
+        }
     }
     h
 }

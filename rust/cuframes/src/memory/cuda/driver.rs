@@ -214,6 +214,16 @@ pub(crate) fn free(alloc: &DeviceAlloc) {
     let _ = unsafe { sys::cuMemFree_v2(alloc.ptr) };
 }
 
+/// (base, size) of the allocation holding `ptr`.
+pub(crate) fn allocation_range(ptr: CUdeviceptr) -> Result<(CUdeviceptr, usize)> {
+    let (mut base, mut size): (CUdeviceptr, usize) = (0, 0);
+    // SAFETY: a context is current; valid out-pointers; an unknown pointer
+    // is an error code.
+    let result = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) };
+    check(result, "cuMemGetAddressRange")?;
+    Ok((base, size))
+}
+
 /// The IPC handle of an allocation's base.
 pub(crate) fn ipc_mem_handle(ptr: CUdeviceptr) -> Result<[u8; 64]> {
     let mut handle = sys::CUipcMemHandle { reserved: [0; 64] };
@@ -320,43 +330,41 @@ pub(crate) fn copy_2d(
     rows: usize,
     stream: CUstream,
 ) -> Result<()> {
-    // SAFETY: CUDA_MEMCPY2D is a plain C struct; all-zero is a valid
-    // starting value (null pointers, memory type 0) before we fill it in.
-    let mut copy: sys::CUDA_MEMCPY2D = unsafe { std::mem::zeroed() };
-    match src {
-        Mem::Host(p) => {
-            copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
-            copy.srcHost = p.cast();
-        }
-        Mem::HostMut(p) => {
-            copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
-            copy.srcHost = p.cast_const().cast();
-        }
-        Mem::Device(d) => {
-            copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-            copy.srcDevice = d;
-        }
-    }
-    match dst {
+    let host = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+    let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+    let (src_type, src_host, src_device) = match src {
+        Mem::Host(p) => (host, p.cast::<std::ffi::c_void>(), 0),
+        Mem::HostMut(p) => (host, p.cast_const().cast::<std::ffi::c_void>(), 0),
+        Mem::Device(d) => (device, std::ptr::null(), d),
+    };
+    let (dst_type, dst_host, dst_device) = match dst {
         Mem::Host(_) => {
             return Err(Error::new(
                 ErrorKind::Internal,
                 "copy destination is read-only host memory",
             ));
         }
-        Mem::HostMut(p) => {
-            copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
-            copy.dstHost = p.cast();
-        }
-        Mem::Device(d) => {
-            copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-            copy.dstDevice = d;
-        }
-    }
-    copy.srcPitch = src_pitch;
-    copy.dstPitch = dst_pitch;
-    copy.WidthInBytes = row_bytes;
-    copy.Height = rows;
+        Mem::HostMut(p) => (host, p.cast::<std::ffi::c_void>(), 0),
+        Mem::Device(d) => (device, std::ptr::null_mut(), d),
+    };
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: src_type,
+        srcHost: src_host,
+        srcDevice: src_device,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: dst_type,
+        dstHost: dst_host,
+        dstDevice: dst_device,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: row_bytes,
+        Height: rows,
+    };
     // SAFETY: the struct describes regions the caller guarantees valid (see
     // the doc comment); the driver checks pitches and memory types.
     let result = unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream) };

@@ -27,6 +27,8 @@ pub(crate) struct CudaPool {
     ctx: Context,
     stream: usize,
     slots: Vec<DeviceAlloc>,
+    /// EXTERNAL ownership: the caller's buffers, never freed here.
+    external: bool,
     handles: Vec<[u8; 64]>,
     event: usize,
     event_handle: [u8; 64],
@@ -57,6 +59,7 @@ impl CudaPool {
         let mut pool = CudaPool {
             stream: binding.stream,
             slots: Vec::with_capacity(ring_size),
+            external: false,
             handles: Vec::with_capacity(ring_size),
             event: 0,
             event_handle: [0; 64],
@@ -73,6 +76,43 @@ impl CudaPool {
         pool.event = event as usize;
         pool.event_handle = handle;
         Ok(pool)
+    }
+
+    /// The pool over the caller's buffers (EXTERNAL ownership): each must be
+    /// the base of its own allocation (an IPC handle names a whole one).
+    pub(crate) fn external(
+        layout: &FrameLayout,
+        ptrs: &[u64],
+        binding: Option<CudaBinding>,
+        device: i32,
+    ) -> Result<CudaPool> {
+        let binding = binding.unwrap_or_default();
+        let ctx = Context::resolve(binding.context, device)?;
+        let _current = ctx.enter()?;
+        let device_uuid = ctx.device_uuid()?;
+        let mut handles = Vec::with_capacity(ptrs.len());
+        for (index, &ptr) in ptrs.iter().enumerate() {
+            let (base, size) = driver::allocation_range(ptr)
+                .map_err(|e| Error::invalid(format!("external slot {index} (0x{ptr:x}): {e}")))?;
+            if base != ptr || size < layout.size() {
+                return Err(Error::invalid(format!(
+                    "external slot {index}: 0x{ptr:x} must be the base of an allocation of at least {} bytes (its allocation starts at 0x{base:x}, {size} bytes)",
+                    layout.size()
+                )));
+            }
+            handles.push(driver::ipc_mem_handle(ptr)?);
+        }
+        let (event, event_handle) = driver::ipc_event_create()?;
+        Ok(CudaPool {
+            stream: binding.stream,
+            slots: ptrs.iter().map(|&ptr| DeviceAlloc { ptr }).collect(),
+            external: true,
+            handles,
+            event: event as usize,
+            event_handle,
+            device_uuid,
+            ctx,
+        })
     }
 
     fn copy_in(&mut self, index: usize, layout: &FrameLayout, sources: &[(Mem, usize)]) -> Result<()> {
@@ -143,6 +183,15 @@ impl SlotPool for CudaPool {
         self.copy_in(index, layout, &sources)
     }
 
+    fn slot_plane(&self, index: usize, layout: &FrameLayout, plane: usize) -> PlanePtr {
+        PlanePtr::Device(self.slots[index].ptr + layout.planes()[plane].offset as CUdeviceptr)
+    }
+
+    fn written_in_place(&mut self, _index: usize) -> Result<()> {
+        let _current = self.ctx.enter()?;
+        driver::event_record(self.event as CUevent, stream_of(self.stream))
+    }
+
     fn planes_mut(&mut self, _index: usize, _layout: &FrameLayout) -> Option<Vec<&mut [u8]>> {
         None
     }
@@ -155,8 +204,10 @@ impl Drop for CudaPool {
         };
         // Copies still queued on the caller's stream must not write freed memory.
         let _ = driver::stream_synchronize(stream_of(self.stream));
-        for slot in &self.slots {
-            driver::free(slot);
+        if !self.external {
+            for slot in &self.slots {
+                driver::free(slot);
+            }
         }
         if self.event != 0 {
             driver::event_destroy(self.event as CUevent);
