@@ -122,6 +122,14 @@ typedef struct cuframes_publisher_config {
      * /run/cuframes, $XDG_RUNTIME_DIR/cuframes, /tmp/cuframes-<uid>.
      */
     const char *runtime_dir;
+    /**
+     * EXTERNAL ownership: NULL, or `ring_size` CUdeviceptr values, the
+     * caller's own buffers to use as the slots (each the base of its own
+     * cuMemAlloc allocation of at least one frame, laid out with the
+     * pitches `cuframes_publisher_get_info` reports). Publish into them
+     * with `cuframes_publisher_acquire_slot` / `_commit_slot`. CUDA only.
+     */
+    const uint64_t *external_slots;
 } cuframes_publisher_config;
 
 /**
@@ -174,6 +182,34 @@ typedef struct cuframes_stream_info {
      */
     size_t frame_size;
 } cuframes_stream_info;
+
+/**
+ * A slot handed out by `cuframes_publisher_acquire_slot`: where to write
+ * the next frame.
+ */
+typedef struct cuframes_slot {
+    /**
+     * Ring slot index.
+     */
+    uint32_t index;
+    /**
+     * CUFRAMES_MEMORY_HOST (host pointers) or CUFRAMES_MEMORY_CUDA
+     * (CUdeviceptr values).
+     */
+    cuframes_memory memory;
+    /**
+     * Planes of the format.
+     */
+    uint32_t plane_count;
+    /**
+     * Start of each plane.
+     */
+    void *planes[CUFRAMES_MAX_PLANES];
+    /**
+     * Bytes from one row to the next, per plane.
+     */
+    size_t pitches[CUFRAMES_MAX_PLANES];
+} cuframes_slot;
 
 /**
  * Which frames a subscriber receives (`CUFRAMES_MODE_*`).
@@ -537,7 +573,8 @@ cuframes_status cuframes_publisher_wait_subscribers(struct cuframes_publisher *p
  *
  * `source` says what the pointers are: `CUFRAMES_MEMORY_HOST` (host
  * memory) or `CUFRAMES_MEMORY_CUDA` (`CUdeviceptr` values cast to
- * pointers; `UNSUPPORTED` in this build, which has no CUDA backend).
+ * pointers, in the publisher's CUDA context: copied device to device into
+ * CUDA slots on the publisher's stream, or downloaded into host slots).
  * On success `*seq_out` (when not NULL) is the frame's seq: 1, 2, 3, ...
  *
  * # Safety
@@ -553,6 +590,34 @@ cuframes_status cuframes_publisher_publish(struct cuframes_publisher *publisher,
                                            uint32_t plane_count,
                                            int64_t pts_ns,
                                            uint64_t *seq_out);
+
+/**
+ * Zero-copy publish, step 1: the slot the next frame goes to (after any
+ * STRICT_WAIT wait), with each plane's address in `slot_out->planes`
+ * (CUdeviceptr values for CUDA memory — the caller's own buffers under
+ * EXTERNAL ownership — host pointers for host memory) and pitches. Write
+ * the frame there (CUDA: on the publisher's stream, or synchronised before
+ * the commit), then call `cuframes_publisher_commit_slot`.
+ *
+ * # Safety
+ *
+ * `publisher` is NULL or a live handle; `slot_out` is NULL or writable.
+ */
+cuframes_status cuframes_publisher_acquire_slot(struct cuframes_publisher *publisher,
+                                                struct cuframes_slot *slot_out);
+
+/**
+ * Zero-copy publish, step 2: publishes the slot from
+ * `cuframes_publisher_acquire_slot` with `pts_ns`; `*seq_out` (when not
+ * NULL) is its seq. `INVALID_ARGUMENT` without a preceding acquire.
+ *
+ * # Safety
+ *
+ * `publisher` is NULL or a live handle; `seq_out` is NULL or writable.
+ */
+cuframes_status cuframes_publisher_commit_slot(struct cuframes_publisher *publisher,
+                                               int64_t pts_ns,
+                                               uint64_t *seq_out);
 
 /**
  * Waits until every subscriber released every frame still in the ring (or

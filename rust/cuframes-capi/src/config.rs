@@ -55,6 +55,12 @@ pub struct cuframes_publisher_config {
     /// Directory for the key's socket and lock; NULL = $CUFRAMES_RUNTIME_DIR,
     /// /run/cuframes, $XDG_RUNTIME_DIR/cuframes, /tmp/cuframes-<uid>.
     pub runtime_dir: *const c_char,
+    /// EXTERNAL ownership: NULL, or `ring_size` CUdeviceptr values, the
+    /// caller's own buffers to use as the slots (each the base of its own
+    /// cuMemAlloc allocation of at least one frame, laid out with the
+    /// pitches `cuframes_publisher_get_info` reports). Publish into them
+    /// with `cuframes_publisher_acquire_slot` / `_commit_slot`. CUDA only.
+    pub external_slots: *const u64,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -104,6 +110,7 @@ impl cuframes_publisher_config {
             cuda_context: std::ptr::null_mut(),
             cuda_stream: std::ptr::null_mut(),
             runtime_dir: std::ptr::null(),
+            external_slots: std::ptr::null(),
         }
     }
 
@@ -140,6 +147,13 @@ impl cuframes_publisher_config {
         config.cuda = cuda_binding(self.cuda_context, self.cuda_stream);
         // SAFETY: by this function's contract.
         config.runtime_dir = unsafe { optional_path(self.runtime_dir) };
+        if !self.external_slots.is_null() {
+            // SAFETY: non-NULL external_slots holds ring_size values (contract);
+            // ring_size is checked against 1..=16 by Publisher::create, and a
+            // larger value would be refused there after reading at most 16.
+            let slots = unsafe { std::slice::from_raw_parts(self.external_slots, config.ring_size.min(16)) };
+            config.external_slots = Some(slots.to_vec());
+        }
         Ok(config)
     }
 }

@@ -3,14 +3,14 @@
 use std::ffi::c_void;
 use std::time::Duration;
 
-use cuframes::{ErrorKind, HostPlane, Publisher, Result};
+use cuframes::{DevicePlane, HostPlane, PlanePtr, Publisher, Result};
 
 use crate::config::cuframes_publisher_config;
 use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
 use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
 use crate::types::{
     CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_memory,
-    cuframes_stream_info,
+    cuframes_slot, cuframes_stream_info, memory_to_c,
 };
 
 /// A publisher (opaque). Made by `cuframes_publisher_create`, freed by
@@ -135,7 +135,8 @@ pub unsafe extern "C" fn cuframes_publisher_wait_subscribers(
 ///
 /// `source` says what the pointers are: `CUFRAMES_MEMORY_HOST` (host
 /// memory) or `CUFRAMES_MEMORY_CUDA` (`CUdeviceptr` values cast to
-/// pointers; `UNSUPPORTED` in this build, which has no CUDA backend).
+/// pointers, in the publisher's CUDA context: copied device to device into
+/// CUDA slots on the publisher's stream, or downloaded into host slots).
 /// On success `*seq_out` (when not NULL) is the frame's seq: 1, 2, 3, ...
 ///
 /// # Safety
@@ -156,32 +157,78 @@ pub unsafe extern "C" fn cuframes_publisher_publish(
     ffi_boundary!("cuframes_publisher_publish", {
         // SAFETY: NULL or a live handle used by this thread alone (contract).
         let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
-        match source {
-            CUFRAMES_MEMORY_HOST => {}
+        if !seq_out.is_null() {
+            try_c!(check_out(seq_out, "seq_out"));
+        }
+        let seq = match source {
+            CUFRAMES_MEMORY_HOST => {
+                // SAFETY: the pointers' contract is this function's.
+                let host = try_c!(unsafe { host_planes(&publisher.inner, planes, pitches, plane_count) });
+                try_c!(publisher.inner.publish(&host, pts_ns))
+            }
             CUFRAMES_MEMORY_CUDA => {
-                return crate::error::fail(cuframes::Error::new(
-                    ErrorKind::Unsupported,
-                    "publishing device pointers needs the CUDA memory backend, not in this build",
-                ));
+                // SAFETY: the pointers' contract is this function's.
+                let device = try_c!(unsafe { device_planes(&publisher.inner, planes, pitches, plane_count) });
+                try_c!(publisher.inner.publish_device(&device, pts_ns))
             }
             other => {
                 return crate::error::fail(invalid(format!(
                     "source {other} is not CUFRAMES_MEMORY_HOST (1) or CUFRAMES_MEMORY_CUDA (2)"
                 )));
             }
-        }
-        if !seq_out.is_null() {
-            try_c!(check_out(seq_out, "seq_out"));
-        }
-        // SAFETY: the pointers' contract is this function's.
-        let host = try_c!(unsafe { host_planes(&publisher.inner, planes, pitches, plane_count) });
-        let seq = try_c!(publisher.inner.publish(&host, pts_ns));
+        };
         if !seq_out.is_null() {
             // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
             unsafe { write_out(seq_out, seq) };
         }
         CUFRAMES_OK
     })
+}
+
+/// The caller's device planes (CUdeviceptr values cast to pointers).
+///
+/// # Safety
+///
+/// `planes` and `pitches` are NULL or point to `plane_count` elements.
+unsafe fn device_planes(
+    publisher: &Publisher,
+    planes: *const *const c_void,
+    pitches: *const usize,
+    plane_count: u32,
+) -> Result<Vec<DevicePlane>> {
+    let layout = publisher.layout();
+    let want = layout.planes().len();
+    if plane_count as usize != want {
+        return Err(invalid(format!(
+            "plane_count {plane_count}: a {} frame has {want} plane(s)",
+            layout.format()
+        )));
+    }
+    // SAFETY: NULL or `plane_count` (= `want`) elements, by the caller's contract.
+    let planes = unsafe { try_slice(planes, want, "planes") }?;
+    // SAFETY: as above.
+    let pitches = unsafe { try_slice(pitches, want, "pitches") }?;
+    planes
+        .iter()
+        .zip(pitches)
+        .zip(layout.planes())
+        .enumerate()
+        .map(|(index, ((&ptr, &pitch), plane))| {
+            if ptr.is_null() {
+                Err(invalid(format!("planes[{index}] is NULL")))
+            } else if pitch < plane.row_bytes {
+                Err(invalid(format!(
+                    "pitches[{index}] {pitch} is shorter than the plane's row of {} bytes",
+                    plane.row_bytes
+                )))
+            } else {
+                Ok(DevicePlane {
+                    ptr: ptr as usize as u64,
+                    pitch,
+                })
+            }
+        })
+        .collect()
 }
 
 /// The caller's host planes as slices, each `pitch × (rows-1) + row_bytes`
@@ -235,6 +282,75 @@ unsafe fn host_planes<'a>(
         out.push(HostPlane { data, pitch });
     }
     Ok(out)
+}
+
+/// Zero-copy publish, step 1: the slot the next frame goes to (after any
+/// STRICT_WAIT wait), with each plane's address in `slot_out->planes`
+/// (CUdeviceptr values for CUDA memory — the caller's own buffers under
+/// EXTERNAL ownership — host pointers for host memory) and pitches. Write
+/// the frame there (CUDA: on the publisher's stream, or synchronised before
+/// the commit), then call `cuframes_publisher_commit_slot`.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle; `slot_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_acquire_slot(
+    publisher: *mut cuframes_publisher,
+    slot_out: *mut cuframes_slot,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_acquire_slot", {
+        // SAFETY: NULL or a live handle used by this thread alone (contract).
+        let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
+        try_c!(check_out(slot_out, "slot_out"));
+        let target = try_c!(publisher.inner.acquire_slot());
+        let layout = publisher.inner.layout();
+        let mut slot = cuframes_slot {
+            index: target.index as u32,
+            memory: memory_to_c(publisher.inner.memory()),
+            plane_count: target.planes.len() as u32,
+            planes: [std::ptr::null_mut(); CUFRAMES_MAX_PLANES],
+            pitches: [0; CUFRAMES_MAX_PLANES],
+        };
+        for (index, (ptr, plane)) in target.planes.iter().zip(layout.planes()).enumerate() {
+            slot.planes[index] = match *ptr {
+                PlanePtr::Host(p) => p.cast_mut().cast::<c_void>(),
+                PlanePtr::Device(address) => address as usize as *mut c_void,
+            };
+            slot.pitches[index] = plane.pitch;
+        }
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { write_out(slot_out, slot) };
+        CUFRAMES_OK
+    })
+}
+
+/// Zero-copy publish, step 2: publishes the slot from
+/// `cuframes_publisher_acquire_slot` with `pts_ns`; `*seq_out` (when not
+/// NULL) is its seq. `INVALID_ARGUMENT` without a preceding acquire.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle; `seq_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_commit_slot(
+    publisher: *mut cuframes_publisher,
+    pts_ns: i64,
+    seq_out: *mut u64,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_commit_slot", {
+        // SAFETY: NULL or a live handle used by this thread alone (contract).
+        let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
+        if !seq_out.is_null() {
+            try_c!(check_out(seq_out, "seq_out"));
+        }
+        let seq = try_c!(publisher.inner.commit_slot(pts_ns));
+        if !seq_out.is_null() {
+            // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
+            unsafe { write_out(seq_out, seq) };
+        }
+        CUFRAMES_OK
+    })
 }
 
 /// Waits until every subscriber released every frame still in the ring (or

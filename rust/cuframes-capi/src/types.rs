@@ -2,6 +2,8 @@
 //! never undefined behaviour) and the info structs shared by publisher and
 //! subscriber.
 
+use std::ffi::c_void;
+
 use cuframes::{FrameLayout, MemoryKind, MemoryRequest, PixelFormat, Policy, Result, SubscriberMode};
 
 use crate::error::invalid;
@@ -195,4 +197,22 @@ mod tests {
                 .all(|f| f.plane_count() <= CUFRAMES_MAX_PLANES)
         );
     }
+}
+
+/// A slot handed out by `cuframes_publisher_acquire_slot`: where to write
+/// the next frame.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cuframes_slot {
+    /// Ring slot index.
+    pub index: u32,
+    /// CUFRAMES_MEMORY_HOST (host pointers) or CUFRAMES_MEMORY_CUDA
+    /// (CUdeviceptr values).
+    pub memory: cuframes_memory,
+    /// Planes of the format.
+    pub plane_count: u32,
+    /// Start of each plane.
+    pub planes: [*mut c_void; CUFRAMES_MAX_PLANES],
+    /// Bytes from one row to the next, per plane.
+    pub pitches: [usize; CUFRAMES_MAX_PLANES],
 }
