@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 use std::time::Duration;
 
-use cuframes::{DevicePlane, HostPlane, PlanePtr, Publisher, Result};
+use cuframes::{DevicePlane, HostPlane, PlaneLayout, PlanePtr, Publisher, Result};
 
 use crate::config::cuframes_publisher_config;
 use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
@@ -185,64 +185,18 @@ pub unsafe extern "C" fn cuframes_publisher_publish(
     })
 }
 
-/// The caller's device planes (CUdeviceptr values cast to pointers).
+/// The caller's planes, checked against the publisher's layout: non-NULL,
+/// one per plane, each pitch at least a row. Yields (pointer, pitch, plane).
 ///
 /// # Safety
 ///
 /// `planes` and `pitches` are NULL or point to `plane_count` elements.
-unsafe fn device_planes(
+unsafe fn checked_planes(
     publisher: &Publisher,
     planes: *const *const c_void,
     pitches: *const usize,
     plane_count: u32,
-) -> Result<Vec<DevicePlane>> {
-    let layout = publisher.layout();
-    let want = layout.planes().len();
-    if plane_count as usize != want {
-        return Err(invalid(format!(
-            "plane_count {plane_count}: a {} frame has {want} plane(s)",
-            layout.format()
-        )));
-    }
-    // SAFETY: NULL or `plane_count` (= `want`) elements, by the caller's contract.
-    let planes = unsafe { try_slice(planes, want, "planes") }?;
-    // SAFETY: as above.
-    let pitches = unsafe { try_slice(pitches, want, "pitches") }?;
-    planes
-        .iter()
-        .zip(pitches)
-        .zip(layout.planes())
-        .enumerate()
-        .map(|(index, ((&ptr, &pitch), plane))| {
-            if ptr.is_null() {
-                Err(invalid(format!("planes[{index}] is NULL")))
-            } else if pitch < plane.row_bytes {
-                Err(invalid(format!(
-                    "pitches[{index}] {pitch} is shorter than the plane's row of {} bytes",
-                    plane.row_bytes
-                )))
-            } else {
-                Ok(DevicePlane {
-                    ptr: ptr as usize as u64,
-                    pitch,
-                })
-            }
-        })
-        .collect()
-}
-
-/// The caller's host planes as slices, each `pitch × (rows-1) + row_bytes`
-/// long for the publisher's layout.
-///
-/// # Safety
-///
-/// As for `cuframes_publisher_publish`'s `planes`, `pitches` and `plane_count`.
-unsafe fn host_planes<'a>(
-    publisher: &Publisher,
-    planes: *const *const c_void,
-    pitches: *const usize,
-    plane_count: u32,
-) -> Result<Vec<HostPlane<'a>>> {
+) -> Result<Vec<(*const c_void, usize, PlaneLayout)>> {
     let layout = publisher.layout();
     let want = layout.planes().len();
     if plane_count as usize != want {
@@ -257,7 +211,7 @@ unsafe fn host_planes<'a>(
     // SAFETY: as above.
     let pitches = unsafe { try_slice(pitches, want, "pitches") }?;
     let mut out = Vec::with_capacity(want);
-    for (index, ((&ptr, &pitch), plane)) in planes.iter().zip(pitches).zip(layout.planes()).enumerate() {
+    for (index, ((&ptr, &pitch), &plane)) in planes.iter().zip(pitches).zip(layout.planes()).enumerate() {
         if ptr.is_null() {
             return Err(invalid(format!("planes[{index}] is NULL")));
         }
@@ -267,21 +221,67 @@ unsafe fn host_planes<'a>(
                 plane.row_bytes
             )));
         }
-        let len = pitch
-            .checked_mul(plane.rows - 1)
-            .and_then(|bytes| bytes.checked_add(plane.row_bytes))
-            .filter(|&len| len <= isize::MAX as usize)
-            .ok_or_else(|| {
-                invalid(format!(
-                    "pitches[{index}] {pitch}: the plane would not fit in memory"
-                ))
-            })?;
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr` for the
-        // call (contract); u8 has no alignment or validity requirement.
-        let data = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-        out.push(HostPlane { data, pitch });
+        out.push((ptr, pitch, plane));
     }
     Ok(out)
+}
+
+/// The caller's device planes (CUdeviceptr values cast to pointers).
+///
+/// # Safety
+///
+/// As for [`checked_planes`].
+unsafe fn device_planes(
+    publisher: &Publisher,
+    planes: *const *const c_void,
+    pitches: *const usize,
+    plane_count: u32,
+) -> Result<Vec<DevicePlane>> {
+    // SAFETY: this function's contract is checked_planes'.
+    let checked = unsafe { checked_planes(publisher, planes, pitches, plane_count) }?;
+    Ok(checked
+        .into_iter()
+        .map(|(ptr, pitch, _)| DevicePlane {
+            ptr: ptr as usize as u64,
+            pitch,
+        })
+        .collect())
+}
+
+/// The caller's host planes as slices, each `pitch × (rows-1) + row_bytes`
+/// long for the publisher's layout.
+///
+/// # Safety
+///
+/// As for `cuframes_publisher_publish`'s `planes`, `pitches` and `plane_count`:
+/// each host plane readable for its length.
+unsafe fn host_planes<'a>(
+    publisher: &Publisher,
+    planes: *const *const c_void,
+    pitches: *const usize,
+    plane_count: u32,
+) -> Result<Vec<HostPlane<'a>>> {
+    // SAFETY: this function's contract includes checked_planes'.
+    let checked = unsafe { checked_planes(publisher, planes, pitches, plane_count) }?;
+    checked
+        .into_iter()
+        .enumerate()
+        .map(|(index, (ptr, pitch, plane))| {
+            let len = pitch
+                .checked_mul(plane.rows - 1)
+                .and_then(|bytes| bytes.checked_add(plane.row_bytes))
+                .filter(|&len| len <= isize::MAX as usize)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "pitches[{index}] {pitch}: the plane would not fit in memory"
+                    ))
+                })?;
+            // SAFETY: the caller guarantees `len` readable bytes at `ptr` for
+            // the call (contract); u8 has no alignment or validity requirement.
+            let data = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+            Ok(HostPlane { data, pitch })
+        })
+        .collect()
 }
 
 /// Zero-copy publish, step 1: the slot the next frame goes to (after any
