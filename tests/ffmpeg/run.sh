@@ -12,122 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-FFMPEG=${FFMPEG:-build/ffmpeg/bin/ffmpeg}
-if [ ! -x "$FFMPEG" ]; then
-    echo "tests/ffmpeg/run.sh: $FFMPEG not found; run scripts/build-ffmpeg.sh first" >&2
-    exit 1
-fi
-FFMPEG=$(cd "$(dirname "$FFMPEG")" && pwd)/$(basename "$FFMPEG")
-FILTER=("$@")
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-ffmpeg-tests.XXXXXX")
-export CUFRAMES_RUNTIME_DIR="$WORK/run"
-mkdir -p "$CUFRAMES_RUNTIME_DIR"
-GROUPS_STARTED=()
-KEYS=()
-
-cleanup() {
-    local g
-    for g in "${GROUPS_STARTED[@]}"; do
-        kill -KILL -- "-$g" 2>/dev/null
-    done
-    wait 2>/dev/null
-    for g in "${KEYS[@]}"; do
-        rm -f "/dev/shm/cuframes-$g"
-    done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-PASSED=0
-FAILED=0
-T0=$SECONDS
-
-# A key no other run uses.
-KEYN=0
-newkey() {
-    KEYN=$((KEYN + 1))
-    KEY="fft-$$-$KEYN"
-    KEYS+=("$KEY")
-}
-
-# ff LIMIT ARGS...: ffmpeg in the foreground, bounded.
-ff() {
-    local limit=$1
-    shift
-    timeout -k 2 "$limit" "$FFMPEG" -nostdin -hide_banner -nostats "$@"
-}
-
-# bg LIMIT OUT ERR ARGS...: ffmpeg in the background, in its own process group
-# (BGPID = the group, whose leader is timeout(1)).
-bg() {
-    local limit=$1 out=$2 err=$3
-    shift 3
-    setsid timeout -k 2 "$limit" "$FFMPEG" -nostdin -hide_banner -nostats "$@" >"$out" 2>"$err" &
-    BGPID=$!
-    GROUPS_STARTED+=("$BGPID")
-}
-
-# waitrc PID: exit status of a background job (bounded by its timeout(1)).
-waitrc() {
-    wait "$1" 2>/dev/null
-}
-
-# The MD5 column of a framemd5 file, one line per frame.
-md5s() {
-    grep -v '^#' "$1" | awk -F', *' '{ print $6 }'
-}
-
-# result NAME OK DETAIL...
-result() {
-    local name=$1 ok=$2
-    shift 2
-    if [ "$ok" = 1 ]; then
-        PASSED=$((PASSED + 1))
-        printf 'ok   %-44s %s\n' "$name" "$*"
-    else
-        FAILED=$((FAILED + 1))
-        printf 'FAIL %-44s %s\n' "$name" "$*"
-    fi
-}
-
-# show FILE...: the tail of logs, after a failure.
-show() {
-    local f
-    for f in "$@"; do
-        [ -s "$f" ] || continue
-        echo "  --- $(basename "$f") (last lines)"
-        tail -n 8 "$f" | sed 's/^/  | /'
-    done
-}
-
-selected() {
-    local w
-    [ ${#FILTER[@]} -eq 0 ] && return 0
-    for w in "${FILTER[@]}"; do
-        case $1 in *"$w"*) return 0 ;; esac
-    done
-    return 1
-}
-
-# same_frames NAME REF GOT [N]: both framemd5 files have the same MD5 column (and N lines).
-same_frames() {
-    local name=$1 ref=$2 got=$3 want=${4:-}
-    local nref ngot
-    nref=$(md5s "$ref" | wc -l)
-    ngot=$(md5s "$got" | wc -l)
-    if [ -n "$want" ] && [ "$ngot" != "$want" ]; then
-        echo "  $name: $ngot frames, expected $want"
-        return 1
-    fi
-    if ! cmp -s <(md5s "$ref") <(md5s "$got"); then
-        echo "  $name: frame MD5s differ from the reference ($ngot frames vs $nref)"
-        diff <(md5s "$ref") <(md5s "$got") | head -n 6 | sed 's/^/  /'
-        return 1
-    fi
-    [ "$ngot" -gt 0 ]
-}
+. tests/ffmpeg/lib.sh
 
 # ---------------------------------------------------------------- a. help
 test_help() {
@@ -264,25 +149,10 @@ test_transcode() {
 }
 
 # ---------------------------------------------------------------- g. publisher killed
-# The ffmpeg under a timeout(1) group leader.
-child_of() {
-    ps -o pid= --ppid "$1" | tr -d ' ' | head -n 1
-}
-
 # A live publisher (-re) that runs until killed.
 live_publisher() {
     bg 60 /dev/null "$1" -re -f lavfi -i "testsrc2=size=320x240:rate=25" -pix_fmt yuv420p \
         -f cuframes "$KEY"
-}
-
-# Waits (bounded) until KEY has a live publisher.
-wait_published() {
-    local i
-    for i in $(seq 100); do
-        [ -S "$CUFRAMES_RUNTIME_DIR/$KEY.sock" ] && return 0
-        sleep 0.05
-    done
-    return 1
 }
 
 FIRST_RUN_FRAMES=0
@@ -401,6 +271,4 @@ selected reconnect && test_reconnect
 selected cuda && test_cuda_memory
 selected errors && test_errors
 
-echo "ffmpeg tests took $((SECONDS - T0)) s"
-echo "ffmpeg tests: $PASSED passed, $FAILED failed"
-[ "$FAILED" = 0 ]
+summary
