@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU smoke tests of the patched FFmpeg: CUDA frames (NVDEC, hwupload_cuda) given to
-# the cuframes muxer, CUDA filters after the input device. Needs an NVIDIA GPU and
-# driver; no CUDA toolkit. The publisher downloads CUDA frames to host memory until
-# libcuframes has its CUDA backend.
+# the cuframes muxer, CUDA filters after the input device, a memory=cuda publisher.
+# Needs an NVIDIA GPU and driver; no CUDA toolkit. The muxer downloads CUDA frames to
+# host memory: the input device and filter read host memory only, so far.
 #
 #   tests/ffmpeg/gpu.sh [WORD...]     as tests/ffmpeg/run.sh
 set -uo pipefail
@@ -80,16 +80,23 @@ test_cuda_filters() {
 selected filters && test_cuda_filters
 
 test_cuda_memory() {
-    local d="$WORK/cuda" ok=1
+    local d="$WORK/cuda" ok=1 rc prc
     mkdir -p "$d"
     newkey
-    ff 60 -hwaccel cuda -hwaccel_output_format cuda -i "$CLIP" -frames:v 5 \
-        -f cuframes -memory cuda "$KEY" 2>"$d/err"
-    local rc=$?
-    [ $rc != 0 ] && [ $rc != 124 ] && grep -qi cuda "$d/err" || { echo "  exit $rc"; ok=0; }
-    [ $ok = 1 ] || show "$d/err"
-    result "memory=cuda: clear error until the backend exists" $ok "(exit $rc)"
-    [ $ok = 1 ] && echo "     $(grep -i "cannot create" "$d/err" | head -n 1)"
+    bg 60 /dev/null "$d/pub.err" -re -hwaccel cuda -hwaccel_output_format cuda -i "$CLIP" \
+        -f cuframes -memory cuda "$KEY"
+    local p=$BGPID
+    wait_published || { echo "  the publisher did not start"; ok=0; }
+    ff 60 -xerror -f cuframes -i "$KEY" -f null - 2>"$d/sub.err"
+    rc=$?
+    waitrc $p
+    prc=$?
+    [ $prc = 0 ] || { echo "  the memory=cuda publisher exited $prc"; ok=0; }
+    [ $rc != 0 ] && [ $rc != 124 ] && grep -q "CUDA memory" "$d/sub.err" ||
+        { echo "  subscriber: exit $rc, no clear message"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "memory=cuda publisher; input device refuses it clearly" $ok "(exit $rc)"
+    [ $ok = 1 ] && echo "     $(grep -i "CUDA memory" "$d/sub.err" | head -n 1)"
 }
 selected memory && test_cuda_memory
 
