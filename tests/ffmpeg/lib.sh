@@ -134,9 +134,26 @@ wait_published() {
     return 1
 }
 
+# skipped NAME WHY
+SKIPPED=0
+skipped() {
+    SKIPPED=$((SKIPPED + 1))
+    printf 'skip %-44s %s\n' "$1" "$2"
+}
+
+# cuda_usable: whether ffmpeg can open a CUDA device here (errors in $WORK/cuda.err).
+cuda_usable() {
+    "$FFMPEG" -nostdin -hide_banner -loglevel error -init_hw_device cuda=gpu \
+        -f lavfi -i testsrc2=size=64x64 -frames:v 1 -f null - 2>"$WORK/cuda.err"
+}
+
 # summary: the closing lines; the exit status of the run.
 summary() {
     echo "ffmpeg tests took $((SECONDS - T0)) s"
-    echo "${SUMMARY_LABEL:-ffmpeg tests}: $PASSED passed, $FAILED failed"
+    if [ "$SKIPPED" -gt 0 ]; then
+        echo "${SUMMARY_LABEL:-ffmpeg tests}: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+    else
+        echo "${SUMMARY_LABEL:-ffmpeg tests}: $PASSED passed, $FAILED failed"
+    fi
     [ "$FAILED" = 0 ]
 }

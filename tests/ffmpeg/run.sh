@@ -219,6 +219,10 @@ test_reconnect() {
 # ---------------------------------------------------------------- h. errors
 test_cuda_memory() {
     local d="$WORK/cuda" ok=1
+    if cuda_usable; then
+        skipped "memory=cuda without a GPU: clear error" "(a CUDA device is usable here: tests/ffmpeg/gpu.sh)"
+        return
+    fi
     mkdir -p "$d"
     newkey
     ff 30 -f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v 5 -pix_fmt nv12 \
