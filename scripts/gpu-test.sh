@@ -28,6 +28,13 @@ for line in sys.stdin:
         print(m["executable"])')
     install -m 0755 "$test_bin" "$stage/tests/cuda"
     strip "$stage/bin/cuframes" "$stage/tests/cuda"
+    # The patched FFmpeg (libcuframes linked in) and the one library it needs that
+    # the GPU machine's image may lack.
+    scripts/build-ffmpeg.sh
+    mkdir -p "$stage/ffmpeg/bin" "$stage/ffmpeg/lib"
+    install -m 0755 build/ffmpeg/bin/ffmpeg "$stage/ffmpeg/bin/ffmpeg"
+    strip "$stage/ffmpeg/bin/ffmpeg"
+    cp -L "$(ldd build/ffmpeg/bin/ffmpeg | awk '/libx264/ { print $3 }')" "$stage/ffmpeg/lib/"
     du -sh "$stage"
 }
 
@@ -48,6 +55,15 @@ run() {
         failures=$((failures + 1))
     fi
     tail -n 30 "$OUT/rust-cuda.log"
+    echo "== FFmpeg GPU tests"
+    if LD_LIBRARY_PATH="$PWD/$stage/ffmpeg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        FFMPEG="$stage/ffmpeg/bin/ffmpeg" tests/ffmpeg/gpu.sh >"$OUT/ffmpeg-gpu.log" 2>&1; then
+        echo "ffmpeg gpu tests: ok"
+    else
+        echo "ffmpeg gpu tests: FAILED"
+        failures=$((failures + 1))
+    fi
+    cat "$OUT/ffmpeg-gpu.log"
     echo "gpu-test: $failures failed part(s)"
     [ "$failures" -eq 0 ]
 }

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# GPU smoke tests of the patched FFmpeg: CUDA frames (NVDEC, hwupload_cuda) given to
-# the cuframes muxer, CUDA filters after the input device, a memory=cuda publisher.
-# Needs an NVIDIA GPU and driver; no CUDA toolkit. The muxer downloads CUDA frames to
-# host memory: the input device and filter read host memory only, so far.
+# The FFmpeg half of the GPU proof (run by scripts/gpu-test.sh on the GPU machine):
+# NVDEC/CUDA frames published in CUDA memory, read by another ffmpeg as CUDA frames
+# (the mapped slots themselves), compared frame by frame (framemd5 after hwdownload)
+# with a direct decode. Needs an NVIDIA GPU and driver; no CUDA toolkit.
 #
 #   tests/ffmpeg/gpu.sh [WORD...]     as tests/ffmpeg/run.sh
+#
+# With $OUT set, logs of the zero-copy evidence are copied there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 . tests/ffmpeg/lib.sh
 SUMMARY_LABEL="ffmpeg gpu tests"
+OUT=${OUT:-}
 
-if ! "$FFMPEG" -hide_banner -loglevel error -init_hw_device cuda=gpu -f lavfi -i nullsrc=s=64x64 \
-        -frames:v 1 -f null - 2>"$WORK/cuda.err"; then
+if ! cuda_usable; then
     echo "no usable CUDA device:"
     sed 's/^/  /' "$WORK/cuda.err"
     summary
@@ -20,100 +22,191 @@ if ! "$FFMPEG" -hide_banner -loglevel error -init_hw_device cuda=gpu -f lavfi -i
 fi
 
 CLIP="$WORK/clip.mp4"
-ff 120 -f lavfi -i "testsrc2=size=1280x720:rate=30" -frames:v 150 -c:v libx264 \
+ff 120 -f lavfi -i "testsrc2=size=1920x1080:rate=30" -frames:v 300 -c:v libx264 \
     -preset ultrafast -pix_fmt yuv420p "$CLIP" 2>"$WORK/clip.err" || { show "$WORK/clip.err"; exit 1; }
+NVDEC=(-hwaccel cuda -hwaccel_output_format cuda -i "$CLIP")
+DOWN="hwdownload,format=nv12"
 
-# gpu_pair NAME N REF_ARGS -- PUB_ARGS: the publisher ffmpeg (PUB_ARGS, then -f cuframes)
-# against a subscriber's framemd5; the reference is ffmpeg REF_ARGS -f framemd5.
-gpu_pair() {
+# pair NAME N REF... -- PUB... -- SUB...: a publisher ffmpeg (PUB, then -f cuframes
+# strict_wait KEY) and a subscriber ffmpeg (SUB, where @KEY@ is the key) writing
+# framemd5, compared with ffmpeg REF -f framemd5. Logs stay in $WORK/<name>.
+pair() {
     local name=$1 n=$2 t=$SECONDS ok=1
     shift 2
-    local ref=() pub=()
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do ref+=("$1"); shift; done
+    local ref=() pub=() sub=()
+    while [ "$1" != -- ]; do ref+=("$1"); shift; done
     shift
-    pub=("$@")
-    local d="$WORK/$(echo "$name" | tr -c 'a-z0-9\n' '_')"
-    mkdir -p "$d"
+    while [ "$1" != -- ]; do pub+=("$1"); shift; done
+    shift
     newkey
+    local a
+    for a in "$@"; do sub+=("${a//@KEY@/$KEY}"); done
+    PAIRDIR="$WORK/$(echo "$name" | tr -c 'a-z0-9\n' '_')"
+    local d=$PAIRDIR
+    mkdir -p "$d"
     ff 120 "${ref[@]}" -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err" || { echo "  reference failed"; ok=0; }
-    bg 120 /dev/null "$d/pub.err" "${pub[@]}" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    bg 120 /dev/null "$d/pub.err" -loglevel verbose "${pub[@]}" -f cuframes -policy strict_wait \
+        -wait_subscribers 1 "$KEY"
     local p=$BGPID
-    ff 120 -f cuframes -i "$KEY" -f framemd5 - >"$d/sub.md5" 2>"$d/sub.err" ||
-        { echo "  subscriber failed"; ok=0; }
+    ff 120 "${sub[@]}" -f framemd5 - >"$d/sub.md5" 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
     waitrc $p || { echo "  publisher failed"; ok=0; }
     same_frames "$name" "$d/ref.md5" "$d/sub.md5" "$n" || ok=0
     [ $ok = 1 ] || show "$d/ref.err" "$d/pub.err" "$d/sub.err"
+    PAIROK=$ok
     result "$name" $ok "($((SECONDS - t)) s)"
 }
 
-selected hwupload && gpu_pair "hwupload_cuda frames into the muxer" 100 \
+# The publisher chose CUDA memory, and the subscriber got CUDA frames that are the
+# mapped slots (debug log: one address per ring slot, 4 by default).
+zero_copy_evidence() {
+    local d=$1 label=$2
+    grep -q "CUDA memory" "$d/pub.err" || { echo "  publisher did not use CUDA memory"; return 1; }
+    local slots
+    slots=$(grep -o 'CUDA 0x[0-9a-f]*, the shared slot' "$d/sub.err" | awk '{ print $2 }' | sort -u | wc -l)
+    local frames
+    frames=$(grep -c 'CUDA 0x[0-9a-f]*, the shared slot' "$d/sub.err")
+    echo "     $label: $frames CUDA frames handed out from $slots distinct slot addresses"
+    [ -n "$OUT" ] && grep 'frame seq' "$d/sub.err" | head -n 12 >"$OUT/zero-copy-$label.txt"
+    [ "$frames" -gt 0 ] && [ "$slots" -ge 1 ] && [ "$slots" -le 4 ]
+}
+
+selected nvdec && {
+    pair "NVDEC -> cuframes (CUDA) -> hwdownload" 300 \
+        -i "$CLIP" -pix_fmt nv12 -- \
+        "${NVDEC[@]}" -- \
+        -loglevel debug -f cuframes -i @KEY@ -vf "$DOWN"
+    [ "$PAIROK" = 1 ] && { zero_copy_evidence "$PAIRDIR" nvdec || result "zero-copy: leases are the slots" 0; }
+}
+
+selected cuvid && pair "h264_cuvid -> cuframes (CUDA) -> hwdownload" 300 \
+    -i "$CLIP" -pix_fmt nv12 -- \
+    -c:v h264_cuvid -i "$CLIP" -- \
+    -loglevel verbose -f cuframes -i @KEY@ -vf "$DOWN"
+
+selected scale && pair "NVDEC -> cuframes -> scale_cuda -> hwdownload" 300 \
+    "${NVDEC[@]}" -vf "scale_cuda=960:540,$DOWN" -- \
+    "${NVDEC[@]}" -- \
+    -f cuframes -i @KEY@ -vf "scale_cuda=960:540,$DOWN"
+
+selected filter && pair "NVDEC -> cuframes source filter -> hwdownload" 300 \
+    -i "$CLIP" -pix_fmt nv12 -- \
+    "${NVDEC[@]}" -- \
+    -filter_complex "cuframes=key=@KEY@,$DOWN"
+
+selected copy && pair "NVDEC -> cuframes -> copy=always (device copy)" 300 \
+    -i "$CLIP" -pix_fmt nv12 -- \
+    "${NVDEC[@]}" -- \
+    -copy always -f cuframes -i @KEY@ -vf "$DOWN"
+
+selected hwupload && pair "hwupload_cuda frames -> cuframes (CUDA)" 100 \
     -f lavfi -i "testsrc2=size=1280x720:rate=25" -frames:v 100 -pix_fmt nv12 -- \
-    -f lavfi -i "testsrc2=size=1280x720:rate=25" -frames:v 100 -vf "format=nv12,hwupload_cuda"
+    -f lavfi -i "testsrc2=size=1280x720:rate=25" -frames:v 100 -vf "format=nv12,hwupload_cuda" -- \
+    -f cuframes -i @KEY@ -vf "$DOWN"
 
-selected nvdec && gpu_pair "NVDEC (hwaccel cuda) frames into the muxer" 150 \
+selected host && pair "NVDEC -> cuframes memory=host (downloaded)" 300 \
     -i "$CLIP" -pix_fmt nv12 -- \
-    -hwaccel cuda -hwaccel_output_format cuda -i "$CLIP"
+    "${NVDEC[@]}" -memory host -- \
+    -f cuframes -i @KEY@
 
-selected cuvid && gpu_pair "h264_cuvid frames into the muxer" 150 \
-    -i "$CLIP" -pix_fmt nv12 -- \
-    -hwaccel cuda -hwaccel_output_format cuda -c:v h264_cuvid -i "$CLIP"
-
-# Subscriber side: frames from the input device through CUDA filters.
-test_cuda_filters() {
-    local d="$WORK/filters" t=$SECONDS ok=1
+# Two subscribers of one CUDA publisher at once: one on the slots, one copying.
+test_two() {
+    local d="$WORK/two" t=$SECONDS ok=1
     mkdir -p "$d"
     newkey
-    bg 120 /dev/null "$d/pub.err" -i "$CLIP" -pix_fmt nv12 -f cuframes -policy strict_wait \
-        -wait_subscribers 1 "$KEY"
+    ff 120 -i "$CLIP" -pix_fmt nv12 -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err"
+    bg 120 /dev/null "$d/pub.err" "${NVDEC[@]}" -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
     local p=$BGPID
-    ff 120 -init_hw_device cuda=gpu -filter_hw_device gpu -f cuframes -i "$KEY" \
-        -vf "hwupload_cuda,scale_cuda=640:360,hwdownload,format=nv12" -f framemd5 - \
-        >"$d/sub.md5" 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
-    waitrc $p || { echo "  publisher failed"; ok=0; }
+    bg 120 "$d/a.md5" "$d/a.err" -f cuframes -i "$KEY" -vf "$DOWN" -f framemd5 -
+    local a=$BGPID
+    ff 120 -copy always -f cuframes -i "$KEY" -vf "$DOWN" -f framemd5 - >"$d/b.md5" 2>"$d/b.err" || ok=0
+    waitrc $a || ok=0
+    waitrc $p || ok=0
+    same_frames "lease" "$d/ref.md5" "$d/a.md5" 300 || ok=0
+    same_frames "copy" "$d/ref.md5" "$d/b.md5" 300 || ok=0
+    [ $ok = 1 ] || show "$d/pub.err" "$d/a.err" "$d/b.err"
+    result "two CUDA subscribers at once" $ok "($((SECONDS - t)) s)"
+}
+selected two && test_two
+
+# kill -9 of a CUDA publisher: the subscriber with reconnect resumes on a new one.
+test_reconnect() {
+    local d="$WORK/reconnect" t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    bg 60 /dev/null "$d/pub1.err" -re "${NVDEC[@]}" -f cuframes "$KEY"
+    local p1=$BGPID
+    wait_published || ok=0
+    bg 60 "$d/sub.md5" "$d/sub.err" -f cuframes -reconnect 1 -reconnect_timeout 5000 -i "$KEY" \
+        -vf "$DOWN" -f framemd5 -
+    local s=$BGPID
+    sleep 1.5
+    kill -KILL -- "-$p1"
+    local killed=$SECONDS
+    sleep 0.3
+    bg 60 /dev/null "$d/pub2.err" "${NVDEC[@]}" -frames:v 60 -f cuframes -policy strict_wait \
+        -wait_subscribers 1 "$KEY"
+    local p2=$BGPID
+    waitrc $p2
+    waitrc $s || { echo "  subscriber failed"; ok=0; }
     local n
     n=$(md5s "$d/sub.md5" | wc -l)
-    [ "$n" = 150 ] || { echo "  $n frames"; ok=0; }
-    grep -q "640x360" "$d/sub.md5" || { echo "  not scaled"; ok=0; }
-    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
-    result "input device -> hwupload_cuda,scale_cuda" $ok "($n frames, $((SECONDS - t)) s)"
+    grep -q "Resumed" "$d/sub.err" || { echo "  no resume logged"; ok=0; }
+    [ "$n" -gt 60 ] || { echo "  only $n frames"; ok=0; }
+    [ $ok = 1 ] || show "$d/sub.err" "$d/pub2.err"
+    result "kill -9 CUDA publisher: reconnect resumes" $ok "($n frames, $((SECONDS - t)) s)"
 }
-selected filters && test_cuda_filters
+selected reconnect && test_reconnect
 
-test_cuda_memory() {
-    local d="$WORK/cuda" ok=1 rc prc
+# No device-to-host copy on the zero-copy path: nsys counts memcpy kinds when present.
+test_trace() {
+    local d="$WORK/trace"
     mkdir -p "$d"
+    if ! command -v nsys >/dev/null 2>&1; then
+        echo "     trace: nsys not on this machine; no memcpy trace taken"
+        return 0
+    fi
     newkey
-    bg 60 /dev/null "$d/pub.err" -re -hwaccel cuda -hwaccel_output_format cuda -i "$CLIP" \
-        -f cuframes -memory cuda "$KEY"
+    bg 120 /dev/null "$d/pub.err" "${NVDEC[@]}" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
     local p=$BGPID
-    wait_published || { echo "  the publisher did not start"; ok=0; }
-    ff 60 -xerror -f cuframes -i "$KEY" -f null - 2>"$d/sub.err"
-    rc=$?
+    timeout 120 nsys profile -t cuda --stats=true -o "$d/sub" -f true \
+        "$FFMPEG" -nostdin -hide_banner -f cuframes -i "$KEY" -vf "scale_cuda=960:540" -f null - \
+        >"$d/nsys.txt" 2>&1
     waitrc $p
-    prc=$?
-    [ $prc = 0 ] || { echo "  the memory=cuda publisher exited $prc"; ok=0; }
-    [ $rc != 0 ] && [ $rc != 124 ] && grep -q "CUDA memory" "$d/sub.err" ||
-        { echo "  subscriber: exit $rc, no clear message"; ok=0; }
-    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
-    result "memory=cuda publisher; input device refuses it clearly" $ok "(exit $rc)"
-    [ $ok = 1 ] && echo "     $(grep -i "CUDA memory" "$d/sub.err" | head -n 1)"
+    [ -n "$OUT" ] && cp "$d/nsys.txt" "$OUT/nsys-subscriber.txt"
+    local dtoh
+    dtoh=$(grep -c "Device-to-Host" "$d/nsys.txt")
+    result "trace: no device-to-host copy in the subscriber" $([ "$dtoh" = 0 ] && echo 1 || echo 0) \
+        "(nsys lines naming Device-to-Host: $dtoh)"
 }
-selected memory && test_cuda_memory
+selected trace && test_trace
 
+# h264_nvenc fed from the input device: the H200 has no NVENC, so the encoder's own
+# error is the expected end; the frames must have reached it.
 test_nvenc() {
     local d="$WORK/nvenc" ok=1
     mkdir -p "$d"
     newkey
-    bg 60 /dev/null "$d/pub.err" -i "$CLIP" -pix_fmt nv12 -f cuframes -policy strict_wait \
-        -wait_subscribers 1 "$KEY"
+    bg 60 /dev/null "$d/pub.err" "${NVDEC[@]}" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
     local p=$BGPID
-    ff 60 -xerror -f cuframes -i "$KEY" -c:v h264_nvenc "$d/out.mp4" 2>"$d/sub.err"
+    ff 60 -loglevel verbose -f cuframes -i "$KEY" -c:v h264_nvenc -y "$d/out.mp4" 2>"$d/sub.err"
     local rc=$?
+    kill -KILL -- "-$p" 2>/dev/null
     waitrc $p
+    [ -n "$OUT" ] && cp "$d/sub.err" "$OUT/nvenc-subscriber.txt"
     if [ $rc = 0 ]; then
-        result "input device -> h264_nvenc" 1
+        result "input device -> h264_nvenc (encoded!)" 1 "$(ls -la "$d/out.mp4" | awk '{ print $5 }') bytes"
     else
-        echo "     h264_nvenc is not available here (exit $rc): $(grep -i "nvenc\|encoder" "$d/sub.err" | tail -n 1)"
+        # The frames reached the encoder (it took our CUDA frames context) and
+        # the failure is NVENC's own.
+        local why
+        why=$(grep -o "OpenEncodeSessionEx failed.*\|No capable devices found.*\|No NVENC capable devices found.*" "$d/sub.err" | head -n 1)
+        grep -q "Using input frames context (format cuda) with h264_nvenc" "$d/sub.err" || {
+            echo "  the encoder did not receive CUDA frames from the input device"
+            ok=0
+        }
+        [ -n "$why" ] || { echo "  no NVENC error message"; ok=0; }
+        [ $ok = 1 ] || show "$d/sub.err"
+        result "input device -> h264_nvenc: NVENC's own error" $ok "(exit $rc): $why"
     fi
 }
 selected nvenc && test_nvenc

@@ -88,7 +88,7 @@ show() {
     for f in "$@"; do
         [ -s "$f" ] || continue
         echo "  --- $(basename "$f") (last lines)"
-        tail -n 8 "$f" | sed 's/^/  | /'
+        tail -n 25 "$f" | sed 's/^/  | /'
     done
 }
 

@@ -137,6 +137,19 @@ impl Context {
         // SAFETY: valid out-pointer; an out-of-range ordinal is an error code.
         let result = unsafe { sys::cuDeviceGet(&mut device, ordinal.max(0)) };
         check(result, "cuDeviceGet")?;
+        // A primary context not yet in use gets FFmpeg's flags (blocking
+        // sync), so FFmpeg's hwcontext_cuda can share it (its primary_ctx
+        // option refuses an active one with other flags).
+        let (mut flags, mut active) = (0u32, 0i32);
+        // SAFETY: valid device and out-pointers.
+        let result = unsafe { sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) };
+        check(result, "cuDevicePrimaryCtxGetState")?;
+        if active == 0 {
+            let blocking = sys::CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC as u32;
+            // SAFETY: valid device; setting flags of an inactive primary context.
+            let result = unsafe { sys::cuDevicePrimaryCtxSetFlags_v2(device, blocking) };
+            check(result, "cuDevicePrimaryCtxSetFlags")?;
+        }
         let mut ctx: CUcontext = std::ptr::null_mut();
         // SAFETY: `device` came from cuDeviceGet; valid out-pointer.
         let result = unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device) };
