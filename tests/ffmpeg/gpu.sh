@@ -80,7 +80,7 @@ selected nvdec && {
 
 selected cuvid && pair "h264_cuvid -> cuframes (CUDA) -> hwdownload" 300 \
     -i "$CLIP" -pix_fmt nv12 -- \
-    -c:v h264_cuvid -i "$CLIP" -- \
+    -hwaccel cuda -hwaccel_output_format cuda -c:v h264_cuvid -i "$CLIP" -- \
     -loglevel verbose -f cuframes -i @KEY@ -vf "$DOWN"
 
 selected scale && pair "NVDEC -> cuframes -> scale_cuda -> hwdownload" 300 \
