@@ -15,8 +15,12 @@ cd "$(dirname "$0")/.."
 frames=${FRAMES:-300}
 size=${SIZE:-1280x720}
 
-scripts/build-ffmpeg.sh
-ffmpeg=build/ffmpeg/bin/ffmpeg
+if [ -n "${FFMPEG:-}" ]; then
+    ffmpeg=$FFMPEG # a patched ffmpeg built elsewhere (e.g. carried to a GPU machine)
+else
+    scripts/build-ffmpeg.sh
+    ffmpeg=build/ffmpeg/bin/ffmpeg
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-demo.XXXXXX")
 export CUFRAMES_RUNTIME_DIR="$work/run"
 mkdir -p "$CUFRAMES_RUNTIME_DIR"

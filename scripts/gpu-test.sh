@@ -64,6 +64,15 @@ run() {
         failures=$((failures + 1))
     fi
     cat "$OUT/ffmpeg-gpu.log"
+    echo "== scripts/demo.sh (the main job, GPU branch)"
+    if LD_LIBRARY_PATH="$PWD/$stage/ffmpeg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh >"$OUT/demo.log" 2>&1; then
+        echo "demo: ok"
+    else
+        echo "demo: FAILED"
+        failures=$((failures + 1))
+    fi
+    cat "$OUT/demo.log"
     echo "gpu-test: $failures failed part(s)"
     [ "$failures" -eq 0 ]
 }

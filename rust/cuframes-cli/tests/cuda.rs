@@ -281,3 +281,32 @@ fn external_slots_are_published_without_a_copy() {
         unsafe { cudarc::driver::result::free_sync(b) }.unwrap();
     }
 }
+
+/// kill -9 of one of two strict-wait subscribers of a CUDA publisher: the
+/// publisher drops it at once (not after its 30 s ACK timeout) and the other
+/// subscriber gets every frame.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+fn killed_subscriber_of_a_cuda_publisher_costs_nothing() {
+    let env = TestEnv::new();
+    let key = env.key("killsub");
+    let started = Instant::now();
+    let publisher = cuda_publish(
+        &env,
+        &key,
+        "--size 1280x720 --fps 200 --frames 1200 --policy strict-wait --ack-timeout-ms 30000 --wait-subscribers 2",
+    );
+    let survivor = env.subscribe(&key, "--verify --frames 0 --name survivor");
+    let mut victim = env.subscribe(&key, "--verify --frames 0 --name victim");
+    std::thread::sleep(Duration::from_millis(1500));
+    victim.kill9();
+    let summary = survivor.wait(Duration::from_secs(60)).assert_success().json();
+    assert_all_verified(&summary, 1, 1200);
+    publisher.wait(EXIT_LIMIT).assert_success();
+    let took = started.elapsed();
+    eprintln!("1200 frames at 200 fps with a subscriber killed after 1.5 s: {took:?}; survivor {summary}");
+    assert!(
+        took < Duration::from_secs(20),
+        "the publisher waited for the dead subscriber: {took:?}"
+    );
+}
