@@ -185,10 +185,6 @@ pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
     /// Copies plane `plane` of slot `index` into host memory `dst` (at the
     /// layout's pitch; at least pitch × (rows-1) + row_bytes bytes).
     fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()>;
-    /// (free, total) bytes of the device holding the slots, for diagnostics.
-    fn device_memory_info(&self) -> Option<(usize, usize)> {
-        None
-    }
 }
 
 /// Checks that host source planes can hold a frame of `layout`.

@@ -171,11 +171,6 @@ impl FrameLease {
             .read_plane(self.slot, index, &self.ring.layout, dst)
     }
 
-    /// (free, total) bytes of the GPU holding CUDA frames, for diagnostics.
-    pub fn device_memory_info(&self) -> Option<(usize, usize)> {
-        self.ring.mapping.device_memory_info()
-    }
-
     /// Whether the slot still holds this frame (false once the publisher
     /// started to overwrite it).
     pub fn is_intact(&self) -> bool {

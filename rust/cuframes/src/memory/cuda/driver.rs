@@ -383,12 +383,3 @@ pub(crate) fn copy_2d(
     let result = unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream) };
     check(result, "cuMemcpy2DAsync")
 }
-
-/// (free, total) device memory of the current context's device.
-pub(crate) fn mem_info() -> Result<(usize, usize)> {
-    let (mut free, mut total) = (0usize, 0usize);
-    // SAFETY: a context is current; valid out-pointers.
-    let result = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
-    check(result, "cuMemGetInfo")?;
-    Ok((free, total))
-}

@@ -46,35 +46,13 @@ impl CudaPool {
         binding: Option<CudaBinding>,
         device: i32,
     ) -> Result<CudaPool> {
-        let binding = binding.unwrap_or_default();
-        let ctx = Context::resolve(binding.context, device)?;
-        let _current = ctx.enter()?;
-        if !ctx.ipc_events_supported()? {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "this CUDA device cannot share events between processes (CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED is 0)",
-            ));
-        }
-        let device_uuid = ctx.device_uuid()?;
-        let mut pool = CudaPool {
-            stream: binding.stream,
-            slots: Vec::with_capacity(ring_size),
-            external: false,
-            handles: Vec::with_capacity(ring_size),
-            event: 0,
-            event_handle: [0; 64],
-            device_uuid,
-            ctx,
-        };
+        let mut pool = CudaPool::empty(binding, device, false)?;
+        let _current = pool.ctx.enter()?;
         for _ in 0..ring_size {
-            let slot = driver::alloc(layout.size())?;
-            let handle = driver::ipc_mem_handle(slot.ptr);
-            pool.slots.push(slot);
-            pool.handles.push(handle?);
+            // Pushed at once: the pool frees what it holds if a later step fails.
+            pool.slots.push(driver::alloc(layout.size())?);
         }
-        let (event, handle) = driver::ipc_event_create()?;
-        pool.event = event as usize;
-        pool.event_handle = handle;
+        pool.export()?;
         Ok(pool)
     }
 
@@ -86,11 +64,8 @@ impl CudaPool {
         binding: Option<CudaBinding>,
         device: i32,
     ) -> Result<CudaPool> {
-        let binding = binding.unwrap_or_default();
-        let ctx = Context::resolve(binding.context, device)?;
-        let _current = ctx.enter()?;
-        let device_uuid = ctx.device_uuid()?;
-        let mut handles = Vec::with_capacity(ptrs.len());
+        let mut pool = CudaPool::empty(binding, device, true)?;
+        let _current = pool.ctx.enter()?;
         for (index, &ptr) in ptrs.iter().enumerate() {
             let (base, size) = driver::allocation_range(ptr)
                 .map_err(|e| Error::invalid(format!("external slot {index} (0x{ptr:x}): {e}")))?;
@@ -100,19 +75,47 @@ impl CudaPool {
                     layout.size()
                 )));
             }
-            handles.push(driver::ipc_mem_handle(ptr)?);
+            pool.slots.push(DeviceAlloc { ptr });
         }
-        let (event, event_handle) = driver::ipc_event_create()?;
+        pool.export()?;
+        Ok(pool)
+    }
+
+    /// A pool without slots yet, in the caller's (or the device's) context,
+    /// on a device that can share events between processes.
+    fn empty(binding: Option<CudaBinding>, device: i32, external: bool) -> Result<CudaPool> {
+        let binding = binding.unwrap_or_default();
+        let ctx = Context::resolve(binding.context, device)?;
+        let _current = ctx.enter()?;
+        if !ctx.ipc_events_supported()? {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "this CUDA device cannot share events between processes (CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED is 0)",
+            ));
+        }
+        let device_uuid = ctx.device_uuid()?;
+        drop(_current);
         Ok(CudaPool {
             stream: binding.stream,
-            slots: ptrs.iter().map(|&ptr| DeviceAlloc { ptr }).collect(),
-            external: true,
-            handles,
-            event: event as usize,
-            event_handle,
+            slots: Vec::new(),
+            external,
+            handles: Vec::new(),
+            event: 0,
+            event_handle: [0; 64],
             device_uuid,
             ctx,
         })
+    }
+
+    /// IPC handles of every slot and the interprocess event (context current).
+    fn export(&mut self) -> Result<()> {
+        for slot in &self.slots {
+            self.handles.push(driver::ipc_mem_handle(slot.ptr)?);
+        }
+        let (event, handle) = driver::ipc_event_create()?;
+        self.event = event as usize;
+        self.event_handle = handle;
+        Ok(())
     }
 
     fn copy_in(&mut self, index: usize, layout: &FrameLayout, sources: &[(Mem, usize)]) -> Result<()> {
@@ -293,11 +296,6 @@ impl SlotMapping for CudaMapping {
             stream,
         )?;
         driver::stream_synchronize(stream)
-    }
-
-    fn device_memory_info(&self) -> Option<(usize, usize)> {
-        let _current = self.ctx.enter().ok()?;
-        driver::mem_info().ok()
     }
 }
 
