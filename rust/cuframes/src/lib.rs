@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod access;
 mod channel;
 pub mod clock;
 mod error;
@@ -31,6 +32,7 @@ mod publisher;
 pub mod resources;
 pub mod shm;
 mod subscriber;
+mod testhook;
 pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};

@@ -63,21 +63,98 @@ pub fn runtime_dir_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
     dirs
 }
 
-/// Makes `dir` (mode 0700) unless it exists; refuses a symlink or a
-/// non-directory.
-fn ensure_dir(dir: &Path) -> std::io::Result<()> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == IoKind::AlreadyExists => {
-            let meta = std::fs::symlink_metadata(dir)?;
-            if meta.file_type().is_dir() {
-                Ok(())
+/// Makes `dir` (mode 0700; 0710 with the group when one is given, so its
+/// members can reach the socket) unless it exists. An existing `dir` must
+/// be a real directory (not a symlink) owned by this user or root, not
+/// writable by others unless sticky, and writable and searchable by us.
+/// With a group, a directory of ours gets the group and its search bit.
+fn ensure_dir(dir: &Path, group: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if group.is_some() { 0o710 } else { 0o700 };
+    match std::fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {
+            if let Some(gid) = group {
+                std::os::unix::fs::lchown(dir, None, Some(gid))?;
+            }
+            // Exact, whatever the umask.
+            return std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode));
+        }
+        Err(e) if e.kind() == IoKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.file_type().is_dir() {
+        return Err(std::io::Error::other(
+            "exists and is not a directory (a symlink?)",
+        ));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(std::io::Error::other(format!(
+            "owned by uid {}, not by this user (uid {me}) or root",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
+        return Err(std::io::Error::other("writable by every user and not sticky"));
+    }
+    nix::unistd::access(
+        dir,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(std::io::Error::from)?;
+    if let Some(gid) = group
+        && meta.uid() == me
+        && (meta.gid() != gid || meta.mode() & 0o010 == 0)
+    {
+        std::os::unix::fs::lchown(dir, None, Some(gid))?;
+        let perms = std::fs::Permissions::from_mode((meta.mode() | 0o010) & 0o7777);
+        std::fs::set_permissions(dir, perms)?;
+    }
+    Ok(())
+}
+
+/// Refuses anything at a runtime path that is not what we put there: a
+/// symlink or other file planted at a socket path, say.
+fn expect_file_type(path: &Path, socket: bool) -> Result<bool> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            let ft = meta.file_type();
+            let ok = if socket { ft.is_socket() } else { ft.is_file() };
+            if ok {
+                Ok(true)
             } else {
-                Err(std::io::Error::other("exists and is not a directory"))
+                Err(Error::new(
+                    ErrorKind::Permission,
+                    format!(
+                        "{} is a {}, not a {}: refusing to use it",
+                        path.display(),
+                        if ft.is_symlink() {
+                            "symlink"
+                        } else {
+                            "different kind of file"
+                        },
+                        if socket { "socket" } else { "regular file" }
+                    ),
+                ))
             }
         }
-        Err(e) => Err(e),
+        Err(e) if e.kind() == IoKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(format!("stat {}", path.display()), &e)),
     }
+}
+
+/// Sets the mode of a socket just bound by us: 0600, or 0660 with `group`.
+pub(crate) fn secure_socket(path: &Path, group: Option<u32>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let what = |e: std::io::Error| Error::io(format!("securing socket {}", path.display()), &e);
+    expect_file_type(path, true)?;
+    if let Some(gid) = group {
+        std::os::unix::fs::lchown(path, None, Some(gid)).map_err(what)?;
+    }
+    let mode = if group.is_some() { 0o660 } else { 0o600 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(what)
 }
 
 /// The names of one key's resources.
@@ -109,12 +186,13 @@ impl KeyPaths {
     }
 
     /// Where a publisher of `key` puts its resources: the first candidate
-    /// directory that exists or can be created (decision 5).
-    pub fn for_publisher(key: &str, runtime_dir: Option<&Path>) -> Result<KeyPaths> {
+    /// directory that exists or can be created and is safe to use
+    /// (decisions 5 and 19); `group` (a gid) is admitted to it.
+    pub fn for_publisher(key: &str, runtime_dir: Option<&Path>, group: Option<u32>) -> Result<KeyPaths> {
         validate_key(key)?;
         let mut tried = Vec::new();
         for dir in runtime_dir_candidates(runtime_dir) {
-            match ensure_dir(&dir) {
+            match ensure_dir(&dir, group) {
                 Ok(()) => return KeyPaths::in_dir(key, &dir),
                 Err(e) => tried.push(format!("{}: {e}", dir.display())),
             }
@@ -135,7 +213,7 @@ impl KeyPaths {
         let dirs = runtime_dir_candidates(runtime_dir);
         for dir in &dirs {
             let paths = KeyPaths::in_dir(key, dir)?;
-            if std::fs::symlink_metadata(&paths.socket).is_ok() {
+            if expect_file_type(&paths.socket, true)? {
                 return Ok(paths);
             }
         }
@@ -177,7 +255,11 @@ pub fn probe_socket(path: &Path) -> SocketState {
 
 /// Whether a live process holds `key`'s lock, tested without taking it.
 pub fn lock_is_held(lock: &Path) -> bool {
-    File::open(lock).is_ok_and(|file| crate::lock::is_locked_elsewhere(&file))
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(lock)
+        .is_ok_and(|file| crate::lock::is_locked_elsewhere(&file))
 }
 
 /// A publisher's exclusive claim on a key: the held lock, with every stale
@@ -196,6 +278,7 @@ impl KeyClaim {
     pub fn acquire(paths: &KeyPaths) -> Result<KeyClaim> {
         let key = &paths.key;
         let lock = loop {
+            expect_file_type(&paths.lock, false)?;
             let file = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -245,6 +328,7 @@ impl KeyClaim {
 fn clear_stale(paths: &KeyPaths) -> Result<Vec<String>> {
     let key = &paths.key;
     let mut removed = Vec::new();
+    expect_file_type(&paths.socket, true)?;
     match probe_socket(&paths.socket) {
         SocketState::Live => {
             return Err(Error::new(

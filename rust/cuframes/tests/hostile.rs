@@ -304,3 +304,325 @@ fn junk_peers_do_not_disturb_publishing_or_good_subscribers() {
         publisher.stats()
     );
 }
+
+/// Cases for the extra property tests: `CUFRAMES_PROPTEST_CASES` (default 5000).
+fn extra_cases() -> u32 {
+    std::env::var("CUFRAMES_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(extra_cases()))]
+
+    /// A stream of valid messages cut at arbitrary points (as reads return
+    /// them) decodes to the same messages in order, none lost or invented.
+    #[test]
+    fn stream_decoding_is_independent_of_read_boundaries(
+        msgs in proptest::collection::vec(arb_message(), 1..8),
+        cuts in proptest::collection::vec(1usize..64, 0..40),
+    ) {
+        let stream: Vec<u8> = msgs.iter().flat_map(|m| m.encode().unwrap()).collect();
+        let (mut buf, mut got, mut at) = (Vec::new(), Vec::new(), 0usize);
+        for cut in cuts.iter().copied().chain(std::iter::repeat(64)) {
+            if at >= stream.len() {
+                break;
+            }
+            let end = (at + cut).min(stream.len());
+            buf.extend_from_slice(&stream[at..end]);
+            at = end;
+            while let Some((msg, used)) = Message::decode(&buf).unwrap() {
+                buf.drain(..used);
+                got.push(msg);
+            }
+        }
+        prop_assert!(buf.is_empty());
+        prop_assert_eq!(got, msgs);
+    }
+
+    /// A valid message with a few bytes changed: never a panic; anything
+    /// accepted is a message that round-trips.
+    #[test]
+    fn mutated_messages_never_panic(
+        msg in arb_message(),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..5),
+    ) {
+        let mut bytes = msg.encode().unwrap();
+        for (at, value) in flips {
+            let i = at % bytes.len();
+            bytes[i] = value;
+        }
+        if let Ok(Some((back, used))) = Message::decode(&bytes) {
+            prop_assert!(used <= bytes.len());
+            let again = back.encode().unwrap();
+            prop_assert_eq!(Message::decode(&again).unwrap().unwrap().0, back);
+        }
+    }
+
+    /// Arbitrary geometry: a layout is accepted only when every plane lies
+    /// inside `size` and its rows fit their pitch.
+    #[test]
+    fn accepted_layouts_are_in_bounds(
+        format in 0u32..6, width in any::<u32>(), height in any::<u32>(),
+        pitch_y in any::<u32>(), pitch_uv in any::<u32>(), small in any::<bool>(),
+    ) {
+        let (width, height) = if small { (width % 300, height % 300) } else { (width, height) };
+        let (pitch_y, pitch_uv) = if small { (pitch_y % 2048, pitch_uv % 2048) } else { (pitch_y, pitch_uv) };
+        let Some(format) = cuframes::PixelFormat::from_wire(format) else { return Ok(()); };
+        if let Ok(layout) = cuframes::FrameLayout::with_pitches(format, width, height, pitch_y as usize, pitch_uv as usize) {
+            prop_assert!((1..=16384).contains(&width) && (1..=16384).contains(&height));
+            for p in layout.planes() {
+                prop_assert!(p.row_bytes <= p.pitch);
+                prop_assert!(p.offset + p.pitch * p.rows <= layout.size());
+            }
+        }
+    }
+}
+
+/// A tiny deterministic PRNG (xorshift64*), so failures replay.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// The key's shared header as a plain file, for a hostile writer.
+fn open_header_file(key: &str) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/dev/shm/cuframes-{key}"))
+        .expect("open the shared header")
+}
+
+/// Spec §2 offsets (subscriber slots at 0x0D00, decision 1).
+mod offsets {
+    pub const GLOBAL_SEQ: usize = 0xC0;
+    pub const SUBSCRIBER_BITMAP: usize = 0xC8;
+    pub const SLOT_ACK: usize = 0x10;
+    pub const fn slot(index: usize) -> usize {
+        0x100 + index * 192
+    }
+    pub const fn subscriber(bit: usize) -> usize {
+        0xD00 + bit * 128
+    }
+}
+
+fn write_u64(file: &std::fs::File, offset: usize, value: u64) {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(&value.to_le_bytes(), offset as u64).unwrap();
+}
+
+/// Anything a subscriber can write where the publisher keeps its
+/// bookkeeping — every ACK bit, the subscriber bitmap, forged ACTIVE
+/// subscriber slots, a forged global_seq — neither stalls a strict-wait
+/// publisher nor changes whom it waits for, and a later subscriber still
+/// starts at the real seq.
+#[test]
+fn forged_bookkeeping_is_ignored_by_the_publisher() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("forge");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_secs(5))).unwrap();
+    let file = open_header_file(&key);
+    for _ in 0..10 {
+        publish_pattern(&mut publisher);
+    }
+    // Forged subscribers that will never ACK: bitmap, slots, zeroed ACKs.
+    write_u64(&file, offsets::SUBSCRIBER_BITMAP, u64::MAX);
+    for bit in 0..32 {
+        write_u64(&file, offsets::subscriber(bit), SUBSCRIBER_ACTIVE);
+        write_u64(&file, offsets::subscriber(bit) + 8, 1);
+    }
+    for slot in 0..16 {
+        write_u64(&file, offsets::slot(slot) + offsets::SLOT_ACK, 0);
+    }
+    let started = Instant::now();
+    for _ in 0..100 {
+        publish_pattern(&mut publisher);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "forged subscribers stalled the publisher: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(publisher.subscriber_count(), 0);
+
+    // A real subscriber, then forged ACKs in every bit: the publisher must
+    // still wait for the real subscriber's own release... which it cannot
+    // tell from a forged one (one shared bitmap, spec §5): what it must not
+    // do is wait for anyone else. Here: the subscriber reads and releases.
+    write_u64(&file, offsets::GLOBAL_SEQ, 1 << 60);
+    let mut sub = subscribe(&key, dir.path(), "real");
+    assert_eq!(
+        sub.initial_seq(),
+        110,
+        "initial_seq comes from the publisher, not the header"
+    );
+    publish_pattern(&mut publisher);
+    let lease = sub.next(SECOND).unwrap();
+    assert_eq!(lease.seq(), 111);
+    assert!(lease_matches(&lease));
+    lease.release().unwrap();
+    assert_eq!(publisher.stats().ack_timeouts, 0);
+}
+
+/// Random bytes scribbled over a live header while a strict-wait publisher
+/// and subscribers run: no panic, no crash, only clean errors; the
+/// publisher never waits longer than its ACK timeout; once the fixed part
+/// is restored a new subscriber gets verified frames again.
+#[test]
+fn scribbling_over_a_live_header_is_survived() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("scribble");
+    let ack_timeout = Duration::from_millis(200);
+    let mut cfg = strict(&key, dir.path(), 4, ack_timeout);
+    cfg.handshake_timeout = Duration::from_millis(500);
+    let publisher = Publisher::create(cfg).unwrap();
+    let file = open_header_file(&key);
+    let mut pristine = vec![0u8; HEADER_SIZE];
+    {
+        use std::os::unix::fs::FileExt;
+        file.read_exact_at(&mut pristine, 0).unwrap();
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let slowest_us = Arc::new(AtomicU64::new(0));
+    let pub_thread = {
+        let (stop, slowest_us) = (stop.clone(), slowest_us.clone());
+        let mut publisher = publisher;
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                publish_pattern(&mut publisher); // panics on any error
+                slowest_us.fetch_max(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            publisher
+        })
+    };
+    let readers: Vec<_> = (0..3)
+        .map(|n| {
+            let (stop, key, dir) = (stop.clone(), key.clone(), dir.path().to_owned());
+            std::thread::spawn(move || {
+                let (mut frames, mut errors, mut connects) = (0u64, 0u64, 0u64);
+                let mut sub = None;
+                while !stop.load(Ordering::Relaxed) {
+                    let s = match sub.as_mut() {
+                        Some(s) => s,
+                        None => {
+                            match cuframes::Subscriber::connect(subscriber_config(
+                                &key,
+                                &dir,
+                                &format!("r{n}"),
+                            )) {
+                                Ok(s) => {
+                                    connects += 1;
+                                    sub.insert(s)
+                                }
+                                Err(_) => {
+                                    errors += 1;
+                                    std::thread::sleep(Duration::from_millis(5));
+                                    continue;
+                                }
+                            }
+                        }
+                    };
+                    match s.next(Some(Duration::from_millis(50))) {
+                        Ok(lease) => {
+                            frames += 1;
+                            let _ = lease_matches(&lease); // may be forged: judged, not asserted
+                            let _ = lease.release();
+                        }
+                        Err(e) if e.kind() == ErrorKind::Timeout => errors += 1,
+                        Err(_) => {
+                            errors += 1;
+                            sub = None; // dropped or refused: connect again
+                        }
+                    }
+                }
+                (frames, errors, connects)
+            })
+        })
+        .collect();
+
+    std::thread::sleep(Duration::from_millis(200));
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let scribble_until = Instant::now() + Duration::from_millis(1500);
+    let mut writes = 0u64;
+    while Instant::now() < scribble_until {
+        let what = rng.next() % 10;
+        if what == 0 {
+            // Every byte at once.
+            let bytes: Vec<u8> = (0..HEADER_SIZE / 8)
+                .flat_map(|_| rng.next().to_le_bytes())
+                .collect();
+            use std::os::unix::fs::FileExt;
+            file.write_all_at(&bytes, 0).unwrap();
+        } else {
+            let offset = (rng.next() as usize % (HEADER_SIZE / 8)) * 8;
+            let value = match rng.next() % 4 {
+                0 => rng.next(),
+                1 => rng.next() % 64,
+                2 => u64::MAX - rng.next() % 4,
+                _ => 0,
+            };
+            write_u64(&file, offset, value);
+        }
+        writes += 1;
+        if writes.is_multiple_of(16) {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    // Restore the fixed part (what only the publisher writes at creation).
+    {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(&pristine, 0).unwrap();
+    }
+    let mut fresh = None;
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            fresh = cuframes::Subscriber::connect(subscriber_config(&key, dir.path(), "fresh")).ok();
+            fresh.is_some()
+        }),
+        "a new subscriber gets in once the header is restored"
+    );
+    let mut fresh = fresh.unwrap();
+    let mut verified = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while verified < 20 && Instant::now() < deadline {
+        if let Ok(lease) = fresh.next(SECOND) {
+            assert!(lease_matches(&lease), "seq {} after the restore", lease.seq());
+            verified += 1;
+        }
+    }
+    assert_eq!(verified, 20, "frames flow again after the restore");
+    drop(fresh);
+
+    stop.store(true, Ordering::Relaxed);
+    let publisher = pub_thread.join().expect("the publisher never panics");
+    let mut total = (0, 0, 0);
+    for r in readers {
+        let (f, e, c) = r.join().expect("subscribers never panic");
+        total = (total.0 + f, total.1 + e, total.2 + c);
+    }
+    let slowest = Duration::from_micros(slowest_us.load(Ordering::Relaxed));
+    eprintln!(
+        "scribble: {writes} writes; readers {} frames, {} clean errors, {} connects; publisher {} frames, {} ACK timeouts, slowest publish {slowest:?}",
+        total.0,
+        total.1,
+        total.2,
+        publisher.next_seq() - 1,
+        publisher.stats().ack_timeouts
+    );
+    assert!(
+        slowest < ack_timeout + Duration::from_millis(500),
+        "a publish took {slowest:?} (ACK timeout {ack_timeout:?})"
+    );
+    assert!(writes > 1000);
+}

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use super::registry::Registry;
+use crate::access;
 use crate::channel::{Channel, poll_fds};
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::PROTOCOL_VERSION;
@@ -41,6 +41,9 @@ pub(crate) struct ControlSetup {
     pub shared_fds: Vec<(u32, OwnedFd)>,
     pub handshake_timeout: Duration,
     pub stats: Arc<ControlStats>,
+    /// Who may subscribe (decision 19): this uid, root, and `group`.
+    pub owner_uid: u32,
+    pub group: Option<u32>,
 }
 
 /// The running thread; stopping it sends SHUTDOWN to every peer.
@@ -198,7 +201,26 @@ impl Control {
                 self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
                 continue; // dropped: closed at once
             }
-            let pid = getsockopt(&sock, PeerCredentials).map_or(0, |c| c.pid() as u32);
+            let Ok(cred) = access::peer_credentials(&sock) else {
+                self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                continue; // unknown credentials: closed here
+            };
+            let pid = cred.pid;
+            if !access::peer_allowed(&cred, self.setup.owner_uid, self.setup.group) {
+                self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                let refusal = Message::Error {
+                    code: ErrorKind::Permission.code(),
+                    message: format!(
+                        "uid {} may not subscribe to '{}' (publisher uid {}{})",
+                        cred.uid,
+                        self.setup.registry.key,
+                        self.setup.owner_uid,
+                        self.setup.group.map_or(String::new(), |g| format!(", group {g}"))
+                    ),
+                };
+                let _ = crate::channel::send_on(&sock, "refused peer", &refusal, None);
+                continue; // closed here
+            }
             let conn = self.next_conn;
             self.next_conn += 1;
             let Ok(chan) = Channel::new(sock, format!("subscriber connection {conn} (pid {pid})")) else {
@@ -243,6 +265,7 @@ impl Control {
             (_, Message::Ping { nonce }) => send_or_close(&peer.chan, &Message::Pong { nonce }),
             (_, Message::Pong { .. }) => Verdict::Keep,
             (Phase::Hello, Message::HelloReq(req)) => {
+                crate::testhook::abort_at("pub-got-hello");
                 if req.proto_version != PROTOCOL_VERSION {
                     // Decision 3: HELLO_RESP(PROTOCOL), short payload, then close.
                     let _ = peer.chan.send(&Message::HelloResp(HelloResp {
@@ -272,6 +295,7 @@ impl Control {
                 )
             }
             (Phase::Subscribe, Message::SubscribeReq { proto_version }) => {
+                crate::testhook::abort_at("pub-got-subscribe");
                 if proto_version != PROTOCOL_VERSION {
                     let _ = peer.chan.send(&refused_subscribe(ErrorKind::Protocol));
                     return Verdict::Close;
@@ -331,7 +355,10 @@ impl Control {
                 })
             });
         match sent {
-            Ok(()) => Verdict::Keep,
+            Ok(()) => {
+                crate::testhook::abort_at("pub-after-accept");
+                Verdict::Keep
+            }
             Err(_) => Verdict::Close,
         }
     }

@@ -14,6 +14,7 @@ pub use registry::SubscriberInfo;
 
 use self::control::{ControlSetup, ControlStats, ControlThread};
 use self::registry::Registry;
+use crate::access;
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
@@ -129,6 +130,11 @@ pub struct PublisherConfig {
     /// Directory for socket and lock instead of `$CUFRAMES_RUNTIME_DIR` /
     /// `/run/cuframes` (decision 5).
     pub runtime_dir: Option<PathBuf>,
+    /// A group (name or number) whose members may subscribe besides this
+    /// user and root: socket and shared header become 0660 with that group,
+    /// a runtime directory of ours gets its search bit (decision 19).
+    /// None (default): 0600, this user and root only.
+    pub group: Option<String>,
 }
 
 impl PublisherConfig {
@@ -149,6 +155,7 @@ impl PublisherConfig {
             handshake_timeout: Duration::from_secs(5),
             external_slots: None,
             runtime_dir: None,
+            group: None,
         }
     }
 }
@@ -205,7 +212,8 @@ impl Publisher {
         }
         let memory = config.memory.resolve()?;
         let layout = FrameLayout::aligned(config.format, config.width, config.height, PITCH_ALIGNMENT)?;
-        let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref())?;
+        let group = config.group.as_deref().map(access::resolve_group).transpose()?;
+        let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref(), group)?;
         let claim = KeyClaim::acquire(&paths)?;
         let pool = match &config.external_slots {
             None => create_pool(
@@ -234,9 +242,16 @@ impl Publisher {
         } else {
             OWNERSHIP_LIBRARY
         };
-        let header = ShmHeader::create(&paths.shm_name, &initial_header(&config, &meta, pool.as_ref()))?;
+        let header = ShmHeader::create(
+            &paths.shm_name,
+            &initial_header(&config, &meta, pool.as_ref()),
+            group,
+        )?;
         let listener = UnixListener::bind(&paths.socket)
             .map_err(|e| Error::io(format!("binding {}", paths.socket.display()), &e))?;
+        // The directory is ours and private, so nobody connects before this;
+        // the control thread checks every peer's credentials anyway.
+        crate::resources::secure_socket(&paths.socket, group)?;
         let registry = Arc::new(Registry::new(&config.key, header));
         let control_stats = Arc::new(ControlStats::default());
         let control = ControlThread::spawn(ControlSetup {
@@ -251,6 +266,8 @@ impl Publisher {
             shared_fds: pool.shared_fds()?,
             handshake_timeout: config.handshake_timeout,
             stats: control_stats.clone(),
+            owner_uid: nix::unistd::geteuid().as_raw(),
+            group,
         })?;
         Ok(Publisher {
             key: config.key,
@@ -464,6 +481,7 @@ impl Publisher {
             .slot_field(slot, offsets::SLOT_SEQ)
             .store(SEQ_INVALID, Ordering::Relaxed);
         fence(Ordering::Release);
+        crate::testhook::abort_at("pub-mid-publish");
         slot
     }
 
@@ -520,6 +538,7 @@ impl Publisher {
             .slot_field(slot, offsets::SLOT_SEQ)
             .store(seq, Ordering::Release);
         header.global_seq().store(seq, Ordering::Release);
+        self.registry.set_published(seq);
         for sub in table.subs.iter().flatten() {
             let _ = sub.wake.write(1);
         }

@@ -8,7 +8,7 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -49,6 +49,9 @@ pub(crate) struct Registry {
     pub key: String,
     pub header: ShmHeader,
     active: AtomicU32,
+    /// The last seq published (0: none). The header's `global_seq` says the
+    /// same, but subscribers can write the header: admission reads this.
+    published: AtomicU64,
     table: Mutex<Table>,
 }
 
@@ -69,6 +72,7 @@ impl Registry {
             key: key.to_owned(),
             header,
             active: AtomicU32::new(0),
+            published: AtomicU64::new(0),
             table: Mutex::new(Table {
                 subs: std::array::from_fn(|_| None),
                 required: [0; MAX_RING_SIZE],
@@ -125,7 +129,7 @@ impl Registry {
         for need in table.required.iter_mut() {
             *need &= !mask;
         }
-        let initial_seq = self.header.global_seq().load(Ordering::Acquire);
+        let initial_seq = self.published.load(Ordering::Acquire);
         let slot = SubscriberSlot {
             state: SUBSCRIBER_ACTIVE,
             consumer_pid: pid as u64,
@@ -179,6 +183,12 @@ impl Registry {
         }
         let _ = sub.sock.shutdown(std::net::Shutdown::Both);
         true
+    }
+
+    /// Records `seq` as published; call with the table locked (admission
+    /// reads it under the same lock).
+    pub(crate) fn set_published(&self, seq: u64) {
+        self.published.store(seq, Ordering::Release);
     }
 
     /// The active subscribers.

@@ -26,12 +26,15 @@ pub(crate) struct ShmHeader {
     /// The creator keeps the object open with an OFD lock on it: the mark
     /// of a live owner that `owner_alive` tests.
     _owner_lock: Option<OwnedFd>,
+    /// The object's owner (fstat when opened).
+    owner_uid: u32,
 }
 
 impl ShmHeader {
-    /// Creates the object `name` (O_EXCL, mode 0600), writes `initial` with
-    /// the magic stored last (Release), and maps it read-write.
-    pub(crate) fn create(name: &str, initial: &SharedHeader) -> Result<ShmHeader> {
+    /// Creates the object `name` (O_EXCL, mode 0600; 0660 and that group
+    /// with `group`), writes `initial` with the magic stored last (Release),
+    /// and maps it read-write.
+    pub(crate) fn create(name: &str, initial: &SharedHeader, group: Option<u32>) -> Result<ShmHeader> {
         let fd = shm_open(
             name,
             OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_CLOEXEC,
@@ -53,6 +56,18 @@ impl ShmHeader {
                     )
                 })
             })
+            .and_then(|()| match group {
+                None => Ok(()),
+                Some(gid) => nix::unistd::fchown(&fd, None, Some(crate::access::gid(gid)))
+                    .map_err(|e| Error::os(format!("giving {name} to group {gid}"), e)),
+            })
+            .and_then(|()| {
+                let mode = match group {
+                    None => Mode::S_IRUSR | Mode::S_IWUSR,
+                    Some(_) => Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IWGRP,
+                };
+                nix::sys::stat::fchmod(&fd, mode).map_err(|e| Error::os(format!("fchmod {name}"), e))
+            })
             .and_then(|()| {
                 ftruncate(&fd, HEADER_SIZE as i64).map_err(|e| Error::os(format!("ftruncate {name}"), e))
             })
@@ -67,6 +82,7 @@ impl ShmHeader {
         let header = ShmHeader {
             region,
             _owner_lock: Some(fd),
+            owner_uid: nix::unistd::geteuid().as_raw(),
         };
         // Everything but the magic first, then the magic with Release: an
         // opener that sees the magic sees a complete header.
@@ -100,9 +116,8 @@ impl ShmHeader {
             ),
             e => Error::os(format!("shm_open {name}"), e),
         })?;
-        let size = fstat(fd.as_fd())
-            .map_err(|e| Error::os(format!("fstat {name}"), e))?
-            .st_size;
+        let stat = fstat(fd.as_fd()).map_err(|e| Error::os(format!("fstat {name}"), e))?;
+        let size = stat.st_size;
         if size != HEADER_SIZE as i64 {
             return Err(Error::corrupt(format!(
                 "shared memory {name} is {size} bytes; protocol v1 requires {HEADER_SIZE}"
@@ -112,6 +127,7 @@ impl ShmHeader {
         Ok(ShmHeader {
             region,
             _owner_lock: None,
+            owner_uid: stat.st_uid,
         })
     }
 
@@ -134,6 +150,11 @@ impl ShmHeader {
             Err(Errno::ENOENT) => Ok(false),
             Err(e) => Err(Error::os(format!("shm_unlink {name}"), e)),
         }
+    }
+
+    /// The uid owning the object.
+    pub(crate) fn owner_uid(&self) -> u32 {
+        self.owner_uid
     }
 
     fn atomic_u64(&self, offset: usize) -> &AtomicU64 {

@@ -140,6 +140,7 @@ impl Subscriber {
         })?;
         let mut chan = Channel::new(sock, format!("publisher of '{key}'"))?;
         let deadline = Instant::now() + config.connect_timeout;
+        crate::testhook::abort_at("sub-before-hello");
 
         // HELLO
         chan.send(&Message::HelloReq(HelloReq {
@@ -181,6 +182,19 @@ impl Subscriber {
 
         // The header, untrusted: validated, and it must agree with HELLO_RESP.
         let header = ShmHeader::open(&paths.shm_name)?;
+        // Anyone may create a name in /dev/shm: the header must belong to
+        // the process that answers on the socket.
+        let publisher_uid = crate::access::peer_credentials(chan.socket())?.uid;
+        if header.owner_uid() != publisher_uid {
+            return Err(Error::new(
+                ErrorKind::Permission,
+                format!(
+                    "shared memory {} of '{key}' belongs to uid {}, but its publisher runs as uid {publisher_uid}",
+                    paths.shm_name,
+                    header.owner_uid()
+                ),
+            ));
+        }
         if header.load_magic() != crate::wire::MAGIC {
             return Err(Error::corrupt(format!(
                 "shared memory of '{key}' is not initialised"
@@ -196,6 +210,7 @@ impl Subscriber {
         }
 
         // SUBSCRIBE
+        crate::testhook::abort_at("sub-after-hello");
         chan.send(&Message::SubscribeReq {
             proto_version: PROTOCOL_VERSION,
         })?;
@@ -253,6 +268,7 @@ impl Subscriber {
             cuda_device: config.cuda_device,
         };
         let mapping = open_mapping(info.memory, &source, &mut fds)?;
+        crate::testhook::abort_at("sub-after-accept");
         let ring = Arc::new(Ring {
             header,
             mapping,
@@ -455,6 +471,7 @@ impl Subscriber {
             }
             ring.mapping.prepare(slot)?;
             self.received += 1;
+            crate::testhook::abort_at("sub-holding-lease");
             return Ok(Some(FrameLease::new(ring.clone(), seq, pts, published)));
         }
         Ok(None)

@@ -1,0 +1,61 @@
+//! Test-only crash points: `CUFRAMES_TEST_ABORT_AT=<point>[:<n>]` makes the
+//! process raise SIGKILL on itself the `n`-th time (default 1st) it reaches
+//! `<point>`, so process tests can kill a publisher or subscriber at an exact
+//! step of the handshake (`rust/cuframes-cli/tests/crash_matrix.rs`).
+//!
+//! The points (see `docs/reliability.md`):
+//!
+//! | Point | Side | Where |
+//! |---|---|---|
+//! | `sub-before-hello` | subscriber | connected, HELLO_REQ not sent |
+//! | `sub-after-hello` | subscriber | HELLO_RESP received, SUBSCRIBE_REQ not sent |
+//! | `sub-after-accept` | subscriber | SUBSCRIBE_RESP and descriptors received, no frame read |
+//! | `sub-holding-lease` | subscriber | `next()` about to hand out a lease (never ACKed) |
+//! | `pub-got-hello` | publisher | HELLO_REQ received, HELLO_RESP not sent |
+//! | `pub-got-subscribe` | publisher | SUBSCRIBE_REQ received, SUBSCRIBE_RESP not sent |
+//! | `pub-after-accept` | publisher | SUBSCRIBE_RESP and descriptors sent |
+//! | `pub-mid-publish` | publisher | slot marked as being written, frame not committed |
+//!
+//! Unset (the normal case) it costs one load of a cached `None`. It can only
+//! kill the process it is set for, which whoever sets its environment can
+//! do anyway.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The environment variable.
+pub const ABORT_AT_ENV: &str = "CUFRAMES_TEST_ABORT_AT";
+
+struct Target {
+    point: String,
+    nth: u64,
+    reached: AtomicU64,
+}
+
+fn target() -> Option<&'static Target> {
+    static TARGET: OnceLock<Option<Target>> = OnceLock::new();
+    TARGET
+        .get_or_init(|| {
+            let value = std::env::var(ABORT_AT_ENV).ok()?;
+            let (point, nth) = match value.split_once(':') {
+                Some((p, n)) => (p, n.parse().ok()?),
+                None => (value.as_str(), 1),
+            };
+            Some(Target {
+                point: point.to_owned(),
+                nth,
+                reached: AtomicU64::new(0),
+            })
+        })
+        .as_ref()
+}
+
+/// Raises SIGKILL when `point` is the configured point, the n-th time.
+pub(crate) fn abort_at(point: &str) {
+    if let Some(t) = target()
+        && t.point == point
+        && t.reached.fetch_add(1, Ordering::Relaxed) + 1 == t.nth
+    {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
