@@ -55,6 +55,37 @@ typedef int32_t cuframes_status;
 typedef uint32_t cuframes_format;
 
 /**
+ * Where each plane lies in one slot, as a publisher lays it out (pitches
+ * aligned to 256 bytes, planes back to back).
+ */
+typedef struct cuframes_frame_layout {
+    /**
+     * Planes of the format (1..=CUFRAMES_MAX_PLANES).
+     */
+    uint32_t plane_count;
+    /**
+     * Byte offset of each plane from the slot's start; 0 past plane_count.
+     */
+    size_t offsets[CUFRAMES_MAX_PLANES];
+    /**
+     * Bytes from one row to the next, per plane.
+     */
+    size_t pitches[CUFRAMES_MAX_PLANES];
+    /**
+     * Bytes of picture per row, per plane.
+     */
+    size_t row_bytes[CUFRAMES_MAX_PLANES];
+    /**
+     * Rows, per plane.
+     */
+    uint32_t rows[CUFRAMES_MAX_PLANES];
+    /**
+     * Bytes of one frame: the least each slot must hold.
+     */
+    size_t frame_size;
+} cuframes_frame_layout;
+
+/**
  * What a publisher does when the ring is full (`CUFRAMES_POLICY_*`).
  */
 typedef uint32_t cuframes_policy;
@@ -510,6 +541,21 @@ uint32_t cuframes_protocol_version(void);
  * `key` is NULL or a NUL-terminated string.
  */
 cuframes_status cuframes_validate_key(const char *key);
+
+/**
+ * The slot layout a publisher of `format`, `width` x `height` uses:
+ * allocate each EXTERNAL slot (`cuframes_publisher_config.external_slots`)
+ * with at least `frame_size` bytes and write planes at these offsets and
+ * pitches. `INVALID_ARGUMENT` for an unknown format or a size out of range.
+ *
+ * # Safety
+ *
+ * `layout_out` is NULL or writable.
+ */
+cuframes_status cuframes_frame_layout_get(cuframes_format format,
+                                          uint32_t width,
+                                          uint32_t height,
+                                          struct cuframes_frame_layout *layout_out);
 
 /**
  * Fills `config` with the defaults: key, format, size NULL/0 (to be set),

@@ -2,7 +2,8 @@
 # The C API as a C or C++ program sees it: installs the library into a
 # scratch prefix (scripts/install.sh), builds the tests in tests/c/ against
 # the installed header and library only (pkg-config), as C99 and as C++17,
-# runs them, links one statically against libcuframes.a (pkg-config
+# runs them (test_cuda covers the CUDA path where a GPU is usable and the
+# fallbacks where not), links one statically against libcuframes.a (pkg-config
 # --static), and runs one under valgrind when it is installed.
 # Prints "C-API: N passed, M failed" last; exits non-zero on any failure.
 set -uo pipefail
@@ -98,7 +99,7 @@ check() { # description, command...
     fi
 }
 
-for test in test_capi test_two_process; do
+for test in test_capi test_two_process test_cuda; do
     # shellcheck disable=SC2086 # pkg-config output is a list of flags
     build "$test (C99)" "$CC" "${c_flags[@]}" "${define[@]}" $cflags tests/c/$test.c \
         -o "$bin/$test-c" $libs &&

@@ -4,7 +4,7 @@
 //! `docs/c-api.md`.
 //!
 //! Layout, one module per C object: [`publisher`], [`subscriber`],
-//! [`frame`], [`config`]; [`types`] holds the enumerations and shared info
+//! [`frame`], [`config`], [`layout`] (slot geometry before a publisher exists); [`types`] holds the enumerations and shared info
 //! structs, [`error`] the status codes and the thread-local last error,
 //! [`library`] the version calls. Every export runs behind the one panic
 //! boundary of `panic.rs` (`ffi_boundary!`), checks every pointer it gets
@@ -28,6 +28,8 @@ pub mod types;
 
 pub mod config;
 
+pub mod layout;
+
 pub mod publisher;
 
 pub mod subscriber;
@@ -37,6 +39,7 @@ pub mod frame;
 pub use config::*;
 pub use error::*;
 pub use frame::*;
+pub use layout::*;
 pub use library::*;
 pub use publisher::*;
 pub use subscriber::*;
