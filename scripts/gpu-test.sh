@@ -4,9 +4,11 @@
 #   scripts/gpu-test.sh stage   here (no GPU needed): release build, then stage
 #                               binaries, test programs and a test clip into
 #                               .gpu/ (git-ignored, kept under 64 MiB)
-#   scripts/gpu-test.sh run     on the GPU machine, from the repository root,
-#                               with the staged .gpu/ beside it: runs every GPU
-#                               test and writes logs and a summary under $OUT
+#   scripts/gpu-test.sh run [PART...]
+#                               on the GPU machine, from the repository root,
+#                               with the staged .gpu/ beside it: runs the GPU
+#                               tests (PARTs: rust c ffmpeg demo python bench;
+#                               default all but bench) and writes logs under $OUT
 #
 # The GPU machine has no Rust toolchain and no network, so everything it runs
 # is built and staged here.
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 stage=.gpu
 
 stage() {
-    rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/tests"
+    rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/tests" "$stage/lib"
     cargo build --release --locked -p cuframes-cli
     install -m 0755 target/release/cuframes "$stage/bin/cuframes"
     # The ignored GPU tests, as a release test binary.
@@ -27,7 +29,20 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "cuda" and m.get("executable"):
         print(m["executable"])')
     install -m 0755 "$test_bin" "$stage/tests/cuda"
-    strip "$stage/bin/cuframes" "$stage/tests/cuda"
+    # The C API: the shared library (for Python) and the CUDA C test, linked
+    # statically so it needs nothing staged beside it.
+    local prefix=$PWD/target/gpu-stage-prefix
+    rm -rf "$prefix"
+    scripts/install.sh --prefix "$prefix" >/dev/null
+    cp -L "$prefix/lib/libcuframes.so.0" "$stage/lib/libcuframes.so.0"
+    ln -sf libcuframes.so.0 "$stage/lib/libcuframes.so"
+    # shellcheck disable=SC2046 # pkg-config output is a list of flags
+    cc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -I"$prefix/include" tests/c/test_cuda.c \
+        -o "$stage/tests/test_cuda" "$prefix/lib/libcuframes.a" \
+        $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --static --libs-only-l cuframes | sed 's/-lcuframes//')
+    # The copy counter injected into CUDA processes (no CUDA headers needed).
+    cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
+    strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/test_cuda" "$stage/lib/libcuframes.so.0"
     # The patched FFmpeg (libcuframes linked in) and the one library it needs that
     # the GPU machine's image may lack.
     scripts/build-ffmpeg.sh
@@ -38,48 +53,78 @@ for line in sys.stdin:
     du -sh "$stage"
 }
 
+# CUPTI for the copy counter: the toolkit's or PyTorch's, whichever is there.
+find_cupti() {
+    local found
+    found=$(find /usr/local/cuda* /usr/lib /opt /usr/local/lib -name 'libcupti.so*' 2>/dev/null | sort -r | head -n 1)
+    if [ -z "$found" ]; then
+        found=$(python3 - <<'PY' 2>/dev/null
+import glob, site
+hits = [h for p in site.getsitepackages() for h in glob.glob(p + "/nvidia/*/lib/libcupti.so*")]
+print(sorted(hits)[-1] if hits else "")
+PY
+)
+    fi
+    echo "$found"
+}
+
+failures=0
+# part NAME LOG command...: runs one part, logs it under $OUT, counts a failure.
+part() {
+    local name=$1 log=$OUT/$2
+    shift 2
+    echo "== $name"
+    if "$@" >"$log" 2>&1; then
+        echo "$name: ok"
+    else
+        echo "$name: FAILED"
+        failures=$((failures + 1))
+    fi
+    tail -n 40 "$log"
+}
+
+# Parts: rust c ffmpeg demo python bench (default: all but bench).
 run() {
     : "${OUT:?run needs \$OUT}"
-    local failures=0
+    local parts=("$@")
+    [ ${#parts[@]} -gt 0 ] || parts=(rust c ffmpeg demo python)
     {
         date -u
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
         nvidia-smi || true
     } >"$OUT/machine.txt" 2>&1
-    echo "== Rust CUDA tests"
-    if CUFRAMES_BIN="$PWD/$stage/bin/cuframes" "$stage/tests/cuda" --ignored --test-threads=1 --nocapture \
-        >"$OUT/rust-cuda.log" 2>&1; then
-        echo "rust cuda tests: ok"
-    else
-        echo "rust cuda tests: FAILED"
-        failures=$((failures + 1))
-    fi
-    tail -n 30 "$OUT/rust-cuda.log"
-    echo "== FFmpeg GPU tests"
-    if LD_LIBRARY_PATH="$PWD/$stage/ffmpeg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        FFMPEG="$stage/ffmpeg/bin/ffmpeg" tests/ffmpeg/gpu.sh >"$OUT/ffmpeg-gpu.log" 2>&1; then
-        echo "ffmpeg gpu tests: ok"
-    else
-        echo "ffmpeg gpu tests: FAILED"
-        failures=$((failures + 1))
-    fi
-    cat "$OUT/ffmpeg-gpu.log"
-    echo "== scripts/demo.sh (the main job, GPU branch)"
-    if LD_LIBRARY_PATH="$PWD/$stage/ffmpeg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh >"$OUT/demo.log" 2>&1; then
-        echo "demo: ok"
-    else
-        echo "demo: FAILED"
-        failures=$((failures + 1))
-    fi
-    cat "$OUT/demo.log"
+    local ffenv=(env LD_LIBRARY_PATH="$PWD/$stage/ffmpeg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    local cupti
+    cupti=$(find_cupti)
+    echo "CUPTI for the copy counter: ${cupti:-none found}"
+    local want
+    for want in "${parts[@]}"; do
+        case $want in
+        rust) part "Rust CUDA tests" rust-cuda.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
+            "$stage/tests/cuda" --ignored --test-threads=1 --nocapture ;;
+        c) part "C API CUDA tests" c-cuda.log "$stage/tests/test_cuda" ;;
+        ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
+            MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" tests/ffmpeg/gpu.sh ;;
+        demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
+            FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
+        python) if [ -f scripts/gpu/python.sh ]; then
+            part "Python CUDA tests" python-cuda.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0" \
+                CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/python.sh
+        else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
+        bench) if [ -f scripts/gpu/bench.sh ]; then
+            part "Benchmarks" bench.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
+                CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/bench.sh
+        else echo "== Benchmarks: scripts/gpu/bench.sh not present"; fi ;;
+        *) echo "gpu-test: unknown part $want" >&2; failures=$((failures + 1)) ;;
+        esac
+    done
     echo "gpu-test: $failures failed part(s)"
     [ "$failures" -eq 0 ]
 }
 
 case "${1:-}" in
 stage) stage ;;
-run) run ;;
+run) shift; run "$@" ;;
 *)
     echo "usage: scripts/gpu-test.sh stage|run" >&2
     exit 2

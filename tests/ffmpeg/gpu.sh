@@ -196,12 +196,72 @@ test_pcie() {
         $([ $((zero * 10)) -lt "$down" ] && echo 1 || echo 0) "($zero vs $down MB/s)"
 }
 
-# No device-to-host copy on the zero-copy path: nsys counts memcpy kinds when present.
+# No device-to-host copy on the zero-copy path, counted: CUPTI's activity records
+# of every memory copy, by direction, in each process (scripts/gpu/memcpy-count.c,
+# loaded by the driver through CUDA_INJECTION64_PATH). The same count on a
+# subscriber that downloads its frames shows the counter sees such copies.
+# Without the counter library: nsys when present, else PCIe traffic.
+counted() { # LOG, command...: runs the command with the copy counter injected
+    local log=$1
+    shift
+    CUDA_INJECTION64_PATH=$MEMCPY_COUNTER CUFRAMES_MEMCPY_LOG=$log "$@"
+}
+copies() { # LOG DIRECTION: "count/bytes" of the last process logged, or the error
+    awk -v want="$2" '/^memcpy-count/ { line = $0 } END {
+        if (line == "") { print "none"; exit }
+        n = split(line, f, " ")
+        for (i = 1; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == want || kv[1] == "error") { print kv[2]; exit } }
+        print "none" }' "$1"
+}
+copy_run() { # NAME FILTER: NVDEC publisher -> cuframes -> subscriber -vf FILTER -f null
+    local d="$WORK/copies-$1"
+    mkdir -p "$d"
+    rm -f "$d/pub.count" "$d/sub.count"
+    newkey
+    export CUDA_INJECTION64_PATH=$MEMCPY_COUNTER CUFRAMES_MEMCPY_LOG=$d/pub.count
+    bg 120 /dev/null "$d/pub.err" "${NVDEC[@]}" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local p=$BGPID
+    export CUFRAMES_MEMCPY_LOG=$d/sub.count
+    ff 120 -f cuframes -i "$KEY" -vf "$2" -f null - 2>"$d/sub.err" || show "$d/sub.err"
+    unset CUDA_INJECTION64_PATH CUFRAMES_MEMCPY_LOG
+    waitrc $p
+    if [ -n "$OUT" ]; then
+        cat "$d/pub.count" "$d/sub.count" >"$OUT/memcpy-$1.txt" 2>&1
+    fi
+}
 test_trace() {
     local d="$WORK/trace"
     mkdir -p "$d"
+    if [ -n "${MEMCPY_COUNTER:-}" ] && [ -r "$MEMCPY_COUNTER" ]; then
+        copy_run zero-copy "scale_cuda=960:540"
+        copy_run download "$DOWN"
+        local zero_sub zero_pub down_sub frame_bytes
+        zero_sub=$(copies "$WORK/copies-zero-copy/sub.count" DtoH)
+        zero_pub=$(copies "$WORK/copies-zero-copy/pub.count" DtoH)
+        down_sub=$(copies "$WORK/copies-download/sub.count" DtoH)
+        echo "     copies device->host (count/bytes): zero-copy subscriber $zero_sub, its publisher $zero_pub," \
+            "downloading subscriber $down_sub"
+        echo "     all directions: $(cat "$WORK/copies-zero-copy/sub.count" "$WORK/copies-zero-copy/pub.count" \
+            "$WORK/copies-download/sub.count" 2>/dev/null | tr '\n' ';')"
+        case "$zero_sub$zero_pub$down_sub" in
+        *none* | *[a-zA-Z]*)
+            echo "     (the copy counter did not report; see memcpy-*.txt)"
+            result "counter: no device-to-host copy on the zero-copy path" 0 "(no count)"
+            return 0
+            ;;
+        esac
+        # 300 NV12 1080p frames downloaded: at least 300 copies of >= 3 MB each.
+        frame_bytes=$((1920 * 1080 * 3 / 2))
+        local ok=1
+        [ "${zero_sub%%/*}" = 0 ] || ok=0
+        [ "${zero_pub%%/*}" = 0 ] || ok=0
+        [ "${down_sub##*/}" -ge $((300 * frame_bytes)) ] || { echo "  the counter missed the downloads"; ok=0; }
+        result "counter: no device-to-host copy on the zero-copy path" $ok \
+            "(subscriber $zero_sub, publisher $zero_pub; downloading subscriber $down_sub)"
+        return 0
+    fi
     if ! command -v nsys >/dev/null 2>&1; then
-        echo "     trace: nsys not on this machine; measuring PCIe traffic instead"
+        echo "     trace: no copy counter and no nsys on this machine; measuring PCIe traffic instead"
         test_pcie
         return 0
     fi
