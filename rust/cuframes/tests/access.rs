@@ -1,0 +1,193 @@
+//! Access control and runtime-file hygiene (decision 19): modes of what a
+//! publisher creates, a group option, refusal of symlinks and unsafe
+//! directories, the shared header's owner, and key validation at every
+//! entry point. Peers of another uid: `rust/cuframes-cli/tests/cli_access.rs`.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::path::Path;
+
+use common::*;
+use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberConfig};
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+fn shm_file(key: &str) -> String {
+    format!("/dev/shm/cuframes-{key}")
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+#[test]
+fn private_by_default() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("rt");
+    let key = unique_key("modes");
+    let publisher = Publisher::create(config(&key, &dir)).unwrap();
+    assert_eq!(mode(&dir), 0o700, "runtime dir");
+    assert_eq!(mode(&publisher.paths().socket), 0o600, "socket");
+    assert_eq!(mode(&publisher.paths().lock), 0o600, "lock");
+    assert_eq!(mode(Path::new(&shm_file(&key))), 0o600, "shared header");
+    let me = nix::unistd::geteuid().as_raw();
+    assert_eq!(std::fs::metadata(shm_file(&key)).unwrap().uid(), me);
+    // The owner still subscribes.
+    let mut sub = subscribe(&key, &dir, "owner");
+    drop(publisher);
+    assert_eq!(sub.next(SECOND).unwrap_err().kind(), ErrorKind::Disconnected);
+}
+
+#[test]
+fn a_group_gets_0660_and_a_searchable_directory() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("rt");
+    let key = unique_key("group");
+    let gid = nix::unistd::getegid().as_raw();
+    let mut cfg = config(&key, &dir);
+    cfg.group = Some(gid.to_string());
+    let publisher = Publisher::create(cfg).unwrap();
+    assert_eq!(mode(&dir), 0o710, "runtime dir: group may search, not list");
+    let socket = std::fs::symlink_metadata(&publisher.paths().socket).unwrap();
+    assert_eq!(socket.mode() & 0o7777, 0o660);
+    assert_eq!(socket.gid(), gid);
+    let shm = std::fs::metadata(shm_file(&key)).unwrap();
+    assert_eq!(shm.mode() & 0o7777, 0o660);
+    assert_eq!(shm.gid(), gid);
+    assert_eq!(mode(&publisher.paths().lock), 0o600, "the lock stays private");
+    drop(subscribe(&key, &dir, "member"));
+
+    let mut bad = config(&unique_key("nogroup"), &dir);
+    bad.group = Some("no-such-group-cuframes".into());
+    assert_eq!(
+        Publisher::create(bad).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn symlinks_at_runtime_paths_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"keep me").unwrap();
+
+    // At the socket path.
+    let key = unique_key("symsock");
+    symlink(&victim, dir.path().join(format!("{key}.sock"))).unwrap();
+    let err = Publisher::create(config(&key, dir.path())).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(err.to_string().contains("symlink"), "{err}");
+    let err = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(cuframes::resources::cleanup_key(&key, Some(dir.path())).is_err());
+
+    // At the lock path (dangling, too).
+    let key = unique_key("symlock");
+    symlink(&victim, dir.path().join(format!("{key}.lock"))).unwrap();
+    let err = Publisher::create(config(&key, dir.path())).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    let key = unique_key("danglock");
+    symlink(dir.path().join("nowhere"), dir.path().join(format!("{key}.lock"))).unwrap();
+    assert!(Publisher::create(config(&key, dir.path())).is_err());
+    assert!(
+        !dir.path().join("nowhere").exists(),
+        "O_NOFOLLOW: nothing created through the link"
+    );
+
+    // A symlink pointing at a live publisher's socket elsewhere.
+    let other = tempfile::tempdir().unwrap();
+    let key = unique_key("symlive");
+    let _publisher = Publisher::create(config(&key, other.path())).unwrap();
+    symlink(
+        other.path().join(format!("{key}.sock")),
+        dir.path().join(format!("{key}.sock")),
+    )
+    .unwrap();
+    let err = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+
+    // The runtime directory itself.
+    let key = unique_key("symdir");
+    let link = dir.path().join("rt-link");
+    symlink(other.path(), &link).unwrap();
+    let err = Publisher::create(config(&key, &link)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+}
+
+#[test]
+fn unsafe_runtime_directories_are_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let open = base.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = Publisher::create(config(&unique_key("opendir"), &open)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(err.to_string().contains("not sticky"), "{err}");
+    // Sticky like /tmp: allowed.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    drop(Publisher::create(config(&unique_key("sticky"), &open)).unwrap());
+
+    if is_root() {
+        let foreign = base.path().join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        let err = Publisher::create(config(&unique_key("foreign"), &foreign)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+    } else {
+        eprintln!("skipped the foreign-owner case: needs root");
+    }
+}
+
+/// A shared header that does not belong to the publisher's user is refused
+/// by subscribers (anyone can create names in /dev/shm).
+#[test]
+fn a_header_of_another_user_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to chown the shared header");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("shmowner");
+    let _publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    std::os::unix::fs::chown(shm_file(&key), Some(65534), None).unwrap();
+    let err = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(err.to_string().contains("belongs to uid 65534"), "{err}");
+}
+
+#[test]
+fn keys_are_validated_at_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["", "../etc", "a/b", "a b", "a.sock", "x\0y", &"k".repeat(64)] {
+        let err = Publisher::create(config(bad, dir.path())).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "publish {bad:?}");
+        let mut c = SubscriberConfig::new(bad);
+        c.runtime_dir = Some(dir.path().to_owned());
+        assert_eq!(
+            Subscriber::connect(c).unwrap_err().kind(),
+            ErrorKind::InvalidArgument,
+            "subscribe {bad:?}"
+        );
+        use cuframes::resources as r;
+        assert!(r::key_status(bad, Some(dir.path())).is_err(), "status {bad:?}");
+        assert!(r::cleanup_key(bad, Some(dir.path())).is_err(), "cleanup {bad:?}");
+        assert!(
+            cuframes::inspect::inspect(bad, Some(dir.path())).is_err(),
+            "inspect {bad:?}"
+        );
+        assert!(r::KeyPaths::in_dir(bad, dir.path()).is_err(), "paths {bad:?}");
+    }
+    // Names in the runtime directory that are no key are not listed.
+    std::fs::write(dir.path().join("a b.sock"), b"").unwrap();
+    assert!(
+        cuframes::resources::list_keys(Some(dir.path()))
+            .iter()
+            .all(|k| k != "a b")
+    );
+}

@@ -1,0 +1,155 @@
+//! Resource hygiene: 10,000 connect/disconnect cycles leak no descriptor,
+//! mapping, thread or subscriber bit, in the publisher or the subscribers
+//! (both live in this process, so /proc/self counts both sides).
+//!
+//! One test in its own binary: nothing else runs in the process while it
+//! counts. `CUFRAMES_HYGIENE_CYCLES` changes the count (default 10,000).
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use cuframes::wire::{HelloReq, Message};
+use cuframes::{Publisher, Subscriber};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    fds: usize,
+    maps: usize,
+    /// Mappings of shared headers and slot memfds.
+    shared_maps: usize,
+    threads: usize,
+}
+
+fn counts() -> Counts {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    Counts {
+        fds: std::fs::read_dir("/proc/self/fd").unwrap().count(),
+        maps: maps.lines().count(),
+        shared_maps: maps
+            .lines()
+            .filter(|l| l.contains("cuframes") || l.contains("memfd:"))
+            .count(),
+        threads: std::fs::read_dir("/proc/self/task").unwrap().count(),
+    }
+}
+
+fn cycles() -> usize {
+    std::env::var("CUFRAMES_HYGIENE_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+fn bitmap(key: &str, dir: &std::path::Path) -> u64 {
+    let ins = cuframes::inspect::inspect(key, Some(dir)).unwrap();
+    let header = ins.header.expect("header");
+    assert_eq!(
+        ins.subscribers().len(),
+        (header.subscriber_bitmap as u32).count_ones() as usize,
+        "subscriber slots mirror the bitmap"
+    );
+    header.subscriber_bitmap
+}
+
+#[test]
+fn ten_thousand_connect_disconnect_cycles_leak_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("hygiene");
+    let mut cfg = config(&key, dir.path());
+    cfg.handshake_timeout = Duration::from_secs(2);
+    let publisher = Publisher::create(cfg).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let stop = stop.clone();
+        let mut publisher = publisher;
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                publish_pattern(&mut publisher);
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            publisher
+        })
+    };
+    let hello = Message::HelloReq(HelloReq {
+        proto_version: 1,
+        name: "half".into(),
+        cuda_device: -1,
+        mode: 0,
+    })
+    .encode()
+    .unwrap();
+
+    let cycle = |i: usize| match i % 4 {
+        // Subscribe, read a frame, drop the subscriber while still holding
+        // the lease, then the lease.
+        0 => {
+            let mut sub = subscribe(&key, dir.path(), "lease");
+            let lease = sub.next(SECOND).expect("a frame");
+            assert!(lease_matches(&lease) || !lease.is_intact());
+            drop(sub);
+            drop(lease);
+        }
+        // Subscribe and leave at once.
+        1 => drop(subscribe(&key, dir.path(), "quick")),
+        // Abandon the handshake after HELLO.
+        2 => {
+            let mut s = UnixStream::connect(dir.path().join(format!("{key}.sock"))).unwrap();
+            s.write_all(&hello).unwrap();
+        }
+        // Latest mode, two frames, released.
+        _ => {
+            let mut c = subscriber_config(&key, dir.path(), "latest");
+            c.mode = cuframes::SubscriberMode::Latest;
+            let mut sub = Subscriber::connect(c).unwrap();
+            for _ in 0..2 {
+                sub.next(SECOND).expect("a frame").release().ok();
+            }
+        }
+    };
+
+    for i in 0..40 {
+        cycle(i); // warm-up: lazily created process state
+    }
+    let settle = |want: Counts| {
+        eventually(Duration::from_secs(10), || {
+            let c = counts();
+            c.fds <= want.fds && c.shared_maps <= want.shared_maps && c.threads <= want.threads
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || bitmap(&key, dir.path()) == 0));
+    std::thread::sleep(Duration::from_millis(50));
+    let before = counts();
+
+    let n = cycles();
+    let started = Instant::now();
+    for i in 0..n {
+        cycle(i);
+    }
+    let took = started.elapsed();
+    assert!(
+        eventually(Duration::from_secs(10), || bitmap(&key, dir.path()) == 0),
+        "bits reclaimed"
+    );
+    settle(before);
+    let after = counts();
+    stop.store(true, Ordering::Relaxed);
+    let publisher = worker.join().unwrap();
+    eprintln!(
+        "{n} cycles in {took:?} ({:.0} µs each); before {before:?}, after {after:?}; {} frames published, {} rejected",
+        took.as_micros() as f64 / n as f64,
+        publisher.next_seq() - 1,
+        publisher.stats().rejected_connections
+    );
+    assert_eq!(publisher.subscriber_count(), 0);
+    assert_eq!(after.fds, before.fds, "descriptors");
+    assert_eq!(after.shared_maps, before.shared_maps, "shared mappings");
+    assert_eq!(after.threads, before.threads, "threads");
+    // The allocator may map an arena or two; a leak per cycle would be thousands.
+    assert!(after.maps <= before.maps + 8, "mappings: {before:?} -> {after:?}");
+}
