@@ -58,6 +58,10 @@ pub struct PublishArgs {
     /// How long --wait-subscribers waits.
     #[arg(long, default_value_t = 30000)]
     pub wait_timeout_ms: u64,
+    /// Also let members of this group (name or gid) subscribe: socket and
+    /// shared memory 0660 with that group (default: 0600, this user and root).
+    #[arg(long)]
+    pub group: Option<String>,
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,

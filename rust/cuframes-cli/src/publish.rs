@@ -62,6 +62,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     config.memory = MemoryRequest::parse(&a.memory)?;
     let fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
     config.fps = fps;
+    config.group = a.group.clone();
     let mut publisher = Publisher::create(config)?;
     let memory_note = match (publisher.memory(), cuframes::cuda_unavailable_reason()) {
         (MemoryKind::Host, Some(why)) if a.memory == "auto" => format!("host memory ({why})"),

@@ -148,7 +148,8 @@ impl Subscriber {
             name: config.name.clone(),
             cuda_device: config.cuda_device,
             mode: config.mode.wire(),
-        }))?;
+        }))
+        .map_err(|e| refusal_or(&mut chan, e, &key))?;
         let accept = match expect(&mut chan, deadline, msg_type::HELLO_RESP, &key)? {
             Message::HelloResp(r) if r.result == 0 => r
                 .accept
@@ -488,6 +489,19 @@ impl Drop for Subscriber {
         if self.disconnected.is_none() {
             let _ = self.chan.send(&Message::Unsubscribe { reason: 0 });
         }
+    }
+}
+
+/// A publisher that refuses a peer at accept (decision 19) sends ERROR and
+/// closes before our first send fails: report its reason rather than the
+/// failed send.
+fn refusal_or(chan: &mut Channel, err: Error, key: &str) -> Error {
+    match chan.try_recv() {
+        Ok(Some(received)) => match handle_unexpected(chan, received.msg, key) {
+            Err(refusal) => refusal,
+            Ok(()) => err,
+        },
+        _ => err,
     }
 }
 
