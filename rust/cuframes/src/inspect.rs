@@ -33,6 +33,9 @@ pub struct SubscriberView {
     pub last_seen_seq: u64,
     /// CLOCK_REALTIME ns of the last ACK.
     pub last_ack_ns: i64,
+    /// Frames the subscriber lost, as it reports them (extension; 0 from
+    /// subscribers that do not write it).
+    pub dropped: u64,
 }
 
 impl Inspection {
@@ -52,6 +55,7 @@ impl Inspection {
                     name: s.name_lossy(),
                     last_seen_seq: s.last_seen_seq,
                     last_ack_ns: s.last_ack_ns,
+                    dropped: u64::from_ne_bytes(s.reserved[0..8].try_into().expect("8 bytes")),
                 }
             })
             .collect()

@@ -342,7 +342,9 @@ impl Subscriber {
             // the look leaves it readable for the poll below.
             let mut counter = [0u8; 8];
             let _ = nix::unistd::read(&self.wake, &mut counter);
-            if let Some(lease) = self.take()? {
+            let taken = self.take()?;
+            self.show_dropped();
+            if let Some(lease) = taken {
                 return Ok(lease);
             }
             let left = match deadline {
@@ -476,6 +478,15 @@ impl Subscriber {
             return Ok(Some(FrameLease::new(ring.clone(), seq, pts, published)));
         }
         Ok(None)
+    }
+
+    /// Extension: frames lost so far, in our subscriber slot (for `cuframes top`).
+    fn show_dropped(&self) {
+        let lost = self.dropped + self.ring.overwritten.load(Ordering::Relaxed);
+        self.ring
+            .header
+            .subscriber_field(self.ring.bit as usize, offsets::SUB_DROPPED)
+            .store(lost, Ordering::Relaxed);
     }
 
     /// CLOCK_MONOTONIC now, for latency against [`FrameLease::publish_mono_ns`].

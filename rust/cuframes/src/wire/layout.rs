@@ -425,4 +425,6 @@ pub(crate) mod offsets {
     }
     pub const SUB_LAST_SEEN: usize = offset_of!(SubscriberSlot, last_seen_seq);
     pub const SUB_LAST_ACK: usize = offset_of!(SubscriberSlot, last_ack_ns);
+    /// Extension: frames the subscriber lost (dropped + overwritten), written by it.
+    pub const SUB_DROPPED: usize = offset_of!(SubscriberSlot, reserved);
 }
