@@ -22,6 +22,13 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Remove resources of dead publishers (all keys, or KEY).
     Cleanup(CleanupArgs),
+    /// Measure latency, throughput and CPU cost of cuframes against a pipe and a shared-memory copy.
+    Bench(BenchArgs),
+    /// Live view of every publisher: fps, subscribers, lag and drops (read from shared memory).
+    Top(TopArgs),
+    /// Internal: a subscriber process of `cuframes bench`.
+    #[command(name = "__bench-worker", hide = true)]
+    BenchWorker(BenchWorkerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -111,4 +118,100 @@ pub struct InspectArgs {
 pub struct CleanupArgs {
     /// Only this key (default: every stale key).
     pub key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Frame memory: host, cuda, or auto (CUDA when usable, else host).
+    #[arg(long, default_value = "host")]
+    pub memory: String,
+    /// Pixel format: nv12, yuv420p, p010 or bgra.
+    #[arg(long, default_value = "nv12")]
+    pub format: String,
+    /// Frame size WxH.
+    #[arg(long, default_value = "1920x1080")]
+    pub size: String,
+    /// Subscriber processes per transport (1-31).
+    #[arg(long, default_value_t = 1)]
+    pub subscribers: usize,
+    /// Ring slots, 1-16 (cuframes and shm-copy).
+    #[arg(long, default_value_t = 4)]
+    pub ring: usize,
+    /// When the ring is full: strict-wait (lossless) or drop-oldest (cuframes and shm-copy).
+    #[arg(long, default_value = "strict-wait")]
+    pub policy: String,
+    /// Frames per transport.
+    #[arg(long, default_value_t = 1000)]
+    pub frames: u64,
+    /// Publish rate (0 = as fast as the transport takes them).
+    #[arg(long, default_value_t = 0.0)]
+    pub fps: f64,
+    /// Transports to measure, comma-separated: cuframes, pipe, shm-copy.
+    #[arg(long, default_value = "cuframes,pipe,shm-copy")]
+    pub transports: String,
+    /// Frame checks: sample (rows of every frame, whole frame every --verify-every), full (every frame whole) or none.
+    #[arg(long, default_value = "sample")]
+    pub verify: String,
+    /// With --verify sample: check the whole frame of every Nth frame (0 = never).
+    #[arg(long, default_value_t = 100)]
+    pub verify_every: u64,
+    /// CUDA: subscribers synchronize their stream before a frame counts as ready.
+    #[arg(long)]
+    pub cuda_sync: bool,
+    /// Fail when a subscriber gets no frame for this long.
+    #[arg(long, default_value_t = 10000)]
+    pub timeout_ms: u64,
+    /// Print a JSON array (one object per transport) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the latency distributions as an SVG plot (CDF, log µs axis).
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Refresh interval (also the window fps is measured over).
+    #[arg(long, default_value_t = 1000)]
+    pub interval_ms: u64,
+    /// Print one snapshot (measured over one interval) and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: a JSON array, one object per key.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchWorkerArgs {
+    /// cuframes, pipe or shm-copy.
+    #[arg(long)]
+    pub transport: String,
+    /// cuframes: the key; shm-copy: the shared memory file.
+    #[arg(long, default_value = "")]
+    pub target: String,
+    /// Subscriber index (0-based).
+    #[arg(long, default_value_t = 0)]
+    pub index: usize,
+    #[arg(long)]
+    pub memory: String,
+    #[arg(long)]
+    pub format: String,
+    #[arg(long)]
+    pub size: String,
+    #[arg(long)]
+    pub frames: u64,
+    /// Distinct frames the publisher cycles through.
+    #[arg(long)]
+    pub pool: u64,
+    #[arg(long, default_value_t = 4)]
+    pub ring: usize,
+    #[arg(long)]
+    pub verify: String,
+    #[arg(long, default_value_t = 100)]
+    pub verify_every: u64,
+    #[arg(long)]
+    pub cuda_sync: bool,
+    #[arg(long, default_value_t = 10000)]
+    pub timeout_ms: u64,
 }

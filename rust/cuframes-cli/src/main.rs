@@ -1,11 +1,13 @@
 //! `cuframes`: publish, subscribe, list, inspect and clean up frame rings.
 
 mod args;
+mod bench;
 mod inspect;
 mod publish;
 mod report;
 mod signals;
 mod subscribe;
+mod top;
 
 use std::process::ExitCode;
 
@@ -21,6 +23,9 @@ fn main() -> ExitCode {
         Command::Ls(a) => inspect::ls(a),
         Command::Inspect(a) => inspect::inspect(a),
         Command::Cleanup(a) => inspect::cleanup(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Top(a) => top::run(a),
+        Command::BenchWorker(a) => bench::worker::run(a),
     };
     match result {
         Ok(code) => code,
