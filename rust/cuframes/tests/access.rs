@@ -191,3 +191,37 @@ fn keys_are_validated_at_every_entry() {
             .all(|k| k != "a b")
     );
 }
+
+/// Subscribers receive the host slot memfd, which anyone holding it could
+/// reopen read-write through /proc; F_SEAL_FUTURE_WRITE keeps the frames
+/// read-only for everyone but the publisher's own mapping.
+#[test]
+fn host_slot_memory_cannot_be_written_by_subscribers() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("ro");
+    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "s");
+    let memfd = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.to_string_lossy().contains(&format!("cuframes-{key}-slots")))
+        })
+        .expect("the slot memfd")
+        .path();
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&memfd);
+    match file {
+        // Reopened read-write (memfd inodes allow it): the write is refused.
+        Ok(file) => {
+            let err = file.write_at(&[0xAA; 16], 0).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(nix::libc::EPERM), "{err}");
+            eprintln!("reopened read-write; write refused: {err}");
+        }
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}"),
+    }
+    publish_pattern(&mut publisher);
+    let lease = sub.next(SECOND).unwrap();
+    assert!(lease_matches(&lease));
+}

@@ -71,12 +71,21 @@ impl HostPool {
         .map_err(|e| Error::os(format!("memfd_create for {what}"), e))?;
         ftruncate(&memfd, total as i64)
             .map_err(|e| Error::os(format!("ftruncate {what} to {total} bytes"), e))?;
+        let region = MappedRegion::map(&memfd, total, Access::ReadWrite, &what)?;
+        // Sealed after mapping: F_SEAL_FUTURE_WRITE (Linux ≥ 5.1) keeps this
+        // mapping writable and forbids every later write(2) and writable
+        // mapping, so subscribers, who get the descriptor and could reopen
+        // it read-write through /proc, can only read the frames.
+        let fixed = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
         fcntl(
             &memfd,
-            FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL),
+            FcntlArg::F_ADD_SEALS(fixed | SealFlag::F_SEAL_FUTURE_WRITE),
         )
+        .or_else(|e| match e {
+            nix::errno::Errno::EINVAL => fcntl(&memfd, FcntlArg::F_ADD_SEALS(fixed)),
+            e => Err(e),
+        })
         .map_err(|e| Error::os(format!("sealing {what}"), e))?;
-        let region = MappedRegion::map(&memfd, total, Access::ReadWrite, &what)?;
         Ok(HostPool {
             memfd,
             region,
