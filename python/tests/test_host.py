@@ -1,0 +1,526 @@
+"""Host-memory tests of the Python bindings (run in CI, no GPU needed)."""
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import cuframes
+from cuframes import _dlpack, pattern
+
+FORMATS = ["nv12", "yuv420p", "p010", "bgra"]
+
+
+def inspect(cli, key):
+    out = subprocess.run([cli, "inspect", key, "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def last_seen(cli, key, name):
+    """The last seq subscriber `name` ACKed, as the shared header says."""
+    for sub in inspect(cli, key)["subscriber_slots"]:
+        if sub["name"] == name:
+            return sub["last_seen_seq"]
+    raise AssertionError("subscriber %s not in the header" % name)
+
+
+def host_publisher(key, fmt="nv12", width=64, height=48, **kw):
+    kw.setdefault("memory", "host")
+    return cuframes.Publisher(key, fmt, width, height, **kw)
+
+
+# --- the CLI's pattern, read in Python ---------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cli_publisher_pattern_verified_in_python(cli, key, fmt):
+    frames = 24
+    proc = subprocess.Popen(
+        [cli, "publish", key, "--memory", "host", "--format", fmt, "--size", "322x182", "--fps", "0",
+         "--frames", str(frames), "--policy", "strict-wait", "--wait-subscribers", "1", "--quiet"]
+    )
+    try:
+        seqs = []
+        with cuframes.Subscriber(key, timeout=10, wait_publisher=10, name="py-verify") as sub:
+            assert sub.info.format == fmt and (sub.info.width, sub.info.height) == (322, 182)
+            assert sub.info.memory == "host" and sub.info.policy == "strict_wait"
+            for frame in sub:  # ends at the publisher's clean shutdown
+                assert frame.memory == "host" and frame.format == fmt
+                assert pattern.check_frame(frame), "frame %d does not hold the pattern" % frame.seq
+                for plane, geo in zip(frame.planes, cuframes._formats.geometry(
+                        cuframes._formats.format_code(fmt), 322, 182)):
+                    assert plane.shape == geo.shape
+                    assert np.asarray(plane).shape == geo.shape
+                seqs.append(frame.seq)
+            assert sub.stats.publisher_shut_down
+            assert sub.stats.received == frames and sub.stats.dropped == 0
+        assert seqs == list(range(1, frames + 1))
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_pattern_check_catches_a_wrong_frame(cli, key):
+    proc = subprocess.Popen(
+        [cli, "publish", key, "--memory", "host", "--size", "64x48", "--fps", "0", "--frames", "2",
+         "--policy", "strict-wait", "--wait-subscribers", "1", "--quiet"]
+    )
+    try:
+        with cuframes.Subscriber(key, timeout=10, wait_publisher=10) as sub:
+            with sub.next() as frame:
+                assert pattern.check_frame(frame)
+                assert not pattern.check_plane(frame.format, frame.seq, 0, frame.planes[0])  # other frame
+                assert not pattern.check_plane(frame.format, frame.seq - 1, 1, frame.planes[0])  # other plane
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# --- Python publisher, verified by `cuframes subscribe --verify` -----------
+
+
+def run_cli_subscriber(cli, key, frames):
+    return subprocess.Popen(
+        [cli, "subscribe", key, "--frames", str(frames), "--verify", "--json", "--timeout-ms", "10000",
+         "--name", "cli-verify"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish_cli_subscriber(proc):
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, "cuframes subscribe failed: %s %s" % (out, err)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_python_publisher_verified_by_cli(cli, key, fmt):
+    frames = 20
+    width, height = 322, 182
+    with host_publisher(key, fmt, width, height, policy="strict_wait", ack_timeout=5.0, fps=30) as pub:
+        assert pub.info.fps == 30
+        proc = run_cli_subscriber(cli, key, frames)
+        pub.wait_subscribers(1, timeout=10)
+        for i in range(frames):
+            assert pub.publish(pattern.planes(fmt, width, height, i), pts_ns=i) == i + 1
+        pub.flush(timeout=10)
+        report = finish_cli_subscriber(proc)
+    assert report["verified"] == frames and report["mismatched"] == 0, report
+    assert report["format"] == fmt and report["memory"] == "host"
+
+
+def test_python_publisher_other_inputs_verified_by_cli(cli, key):
+    """A single contiguous NV12 array, strided planes, the zero-copy slot path
+    and plain bytes all publish the same pattern."""
+    width, height = 64, 48
+    frames = 8
+    with host_publisher(key, "nv12", width, height, policy="strict_wait", ack_timeout=5.0) as pub:
+        proc = run_cli_subscriber(cli, key, frames)
+        pub.wait_subscribers(1, timeout=10)
+        for i in range(frames):
+            y, uv = pattern.planes("nv12", width, height, i)
+            kind = i % 4
+            if kind == 0:  # one (h * 3 / 2, w) array
+                pub.publish(np.concatenate([y, uv.reshape(height // 2, width)]))
+            elif kind == 1:  # planes inside wider buffers: a row stride of 100
+                by = np.zeros((height, 100), np.uint8)
+                buv = np.zeros((height // 2, 100), np.uint8)
+                by[:, :width] = y
+                buv[:, :width] = uv.reshape(height // 2, width)
+                pub.publish([by[:, :width], buv[:, :width]])
+            elif kind == 2:  # written in place into the slot
+                with pub.slot() as slot:
+                    assert slot.planes[0].memory == "host"
+                    np.asarray(slot.planes[0])[...] = y
+                    np.asarray(slot.planes[1])[...] = uv
+                assert slot.seq == i + 1
+            else:  # bytes, as a reader of raw video would have them
+                pub.publish(np.concatenate([y.ravel(), uv.ravel()]).tobytes())
+        pub.flush(timeout=10)
+        report = finish_cli_subscriber(proc)
+    assert report["verified"] == frames and report["mismatched"] == 0, report
+
+
+# --- lease release -----------------------------------------------------------
+
+
+def strict_pair(key, ring=2):
+    pub = host_publisher(key, policy="strict_wait", ring=ring, ack_timeout=5.0)
+    sub = cuframes.Subscriber(key, timeout=5, name="py-lease")
+    return pub, sub
+
+
+def publish_one(pub, i):
+    return pub.publish(pattern.planes("nv12", 64, 48, i))
+
+
+def test_close_releases_the_lease(cli, key):
+    pub, sub = strict_pair(key)
+    with pub, sub:
+        publish_one(pub, 0)
+        frame = sub.next()
+        assert last_seen(cli, key, "py-lease") == 0
+        frame.close()
+        assert last_seen(cli, key, "py-lease") == 1
+        frame.close()  # idempotent
+        publish_one(pub, 1)
+        with sub.next() as frame2:
+            assert frame2.seq == 2
+        assert last_seen(cli, key, "py-lease") == 2
+
+
+def test_gc_releases_the_lease(cli, key):
+    pub, sub = strict_pair(key)
+    with pub, sub:
+        publish_one(pub, 0)
+        frame = sub.next()
+        planes = frame.planes  # planes not exported do not hold the lease
+        assert last_seen(cli, key, "py-lease") == 0
+        del frame, planes
+        gc.collect()
+        assert last_seen(cli, key, "py-lease") == 1
+
+
+def test_strict_wait_does_not_stall_after_close(key):
+    # ring of 1: the next publish must wait for our ACK of the only slot.
+    pub, sub = strict_pair(key, ring=1)
+    with pub, sub:
+        publish_one(pub, 0)
+        sub.next().close()
+        start = time.monotonic()
+        publish_one(pub, 1)
+        assert time.monotonic() - start < 2.0, "publish waited for a released frame"
+        assert pub.subscriber_count == 1
+        with sub.next() as frame:
+            assert frame.seq == 2 and pattern.check_frame(frame)
+
+
+def test_exports_keep_the_lease(cli, key):
+    pub, sub = strict_pair(key)
+    with pub, sub:
+        publish_one(pub, 0)
+        frame = sub.next()
+        y = np.from_dlpack(frame.planes[0])  # DLPack
+        uv = np.asarray(frame.planes[1])  # __array_interface__
+        mv = frame.planes[0].memoryview()  # buffer
+        expected_y = np.array(y)
+        frame.close()
+        assert last_seen(cli, key, "py-lease") == 0, "released while arrays still view the slot"
+        del y
+        gc.collect()
+        assert last_seen(cli, key, "py-lease") == 0
+        del uv
+        gc.collect()
+        assert last_seen(cli, key, "py-lease") == 0
+        assert bytes(mv[:64]) == expected_y[0].tobytes()
+        del mv
+        gc.collect()
+        assert last_seen(cli, key, "py-lease") == 1
+        assert _dlpack.live_exports() == 0
+
+
+def test_iteration_closes_the_previous_frame(cli, key):
+    pub, sub = strict_pair(key, ring=4)
+    with pub, sub:
+        for i in range(3):
+            publish_one(pub, i)
+        it = iter(sub)
+        first = next(it)
+        assert last_seen(cli, key, "py-lease") == 0
+        second = next(it)
+        assert first.closed and not second.closed
+        assert last_seen(cli, key, "py-lease") == 1
+
+
+def test_unconsumed_capsule_releases(cli, key):
+    pub, sub = strict_pair(key)
+    with pub, sub:
+        publish_one(pub, 0)
+        frame = sub.next()
+        capsule = frame.planes[0].__dlpack__()  # legacy "dltensor", never consumed
+        frame.close()
+        assert last_seen(cli, key, "py-lease") == 0
+        del capsule
+        gc.collect()
+        assert last_seen(cli, key, "py-lease") == 1
+        assert _dlpack.live_exports() == 0
+
+
+# --- DLPack and the array interfaces ---------------------------------------
+
+
+def test_numpy_from_dlpack_shares_memory(key):
+    pub = host_publisher(key, "p010", 80, 40)
+    sub = cuframes.Subscriber(key, timeout=5)
+    with pub, sub:
+        pub.publish(pattern.planes("p010", 80, 40, 0))
+        with sub.next() as frame:
+            assert frame.planes[0].__dlpack_device__() == (1, 0)
+            for plane in frame.planes:
+                arr = np.from_dlpack(plane)
+                assert arr.ctypes.data == plane.ptr  # the slot itself, no copy
+                assert arr.dtype == np.uint16 and arr.shape == plane.shape
+                assert arr.strides == plane.strides
+                assert not arr.flags.writeable  # subscribers map slots read-only
+                view = np.asarray(plane)
+                assert view.ctypes.data == plane.ptr and not view.flags.writeable
+                assert np.array_equal(arr, view)
+            assert pattern.check_frame(frame)
+            y = np.from_dlpack(frame.planes[0])
+            # Sample 3 of row 2 of frame 0, plane 0: ((3 + 6) % 1024) << 6.
+            assert int(y[2, 3]) == 9 << 6
+
+
+def test_legacy_and_versioned_capsules(key):
+    pub = host_publisher(key)
+    sub = cuframes.Subscriber(key, timeout=5)
+    with pub, sub:
+        publish_one(pub, 0)
+        with sub.next() as frame:
+            legacy = frame.planes[0].__dlpack__()
+            versioned = frame.planes[0].__dlpack__(max_version=(1, 0))
+            assert "dltensor" in repr(legacy) and "dltensor_versioned" not in repr(legacy)
+            assert "dltensor_versioned" in repr(versioned)
+            with pytest.raises(BufferError):
+                frame.planes[0].__dlpack__(copy=True)
+            with pytest.raises(BufferError):
+                frame.planes[0].__dlpack__(dl_device=(2, 0))
+            del legacy, versioned
+            # A consumer of the legacy capsule (NumPy takes it when the
+            # producer ignores max_version).
+            plane = frame.planes[0]
+
+            class LegacyOnly:
+                def __dlpack__(self, stream=None, **kw):
+                    return plane.__dlpack__(stream=stream)
+
+                def __dlpack_device__(self):
+                    return plane.__dlpack_device__()
+
+            arr = np.from_dlpack(LegacyOnly())
+            assert arr.ctypes.data == plane.ptr and np.array_equal(arr, np.asarray(plane))
+            del arr
+        gc.collect()
+        assert _dlpack.live_exports() == 0
+
+
+def test_cuda_interfaces_absent_on_host_planes(key):
+    pub = host_publisher(key)
+    sub = cuframes.Subscriber(key, timeout=5)
+    with pub, sub:
+        publish_one(pub, 0)
+        with sub.next() as frame:
+            assert not hasattr(frame.planes[0], "__cuda_array_interface__")
+            assert hasattr(frame.planes[0], "__array_interface__")
+            frame.wait()  # nothing to wait for in host memory
+
+
+# --- errors -----------------------------------------------------------------
+
+
+def test_no_publisher():
+    with pytest.raises(cuframes.NotFoundError) as info:
+        cuframes.Subscriber("py-nobody-here")
+    err = info.value
+    assert err.status == -2 and err.status_name == "CUFRAMES_ERR_NOT_FOUND"
+    assert "py-nobody-here" in err.message
+    assert isinstance(err, cuframes.CuframesError) and isinstance(err, LookupError)
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "slash/key", "x" * 64, "ünï"])
+def test_bad_key(bad):
+    assert not cuframes.validate_key(bad)
+    with pytest.raises(cuframes.InvalidArgumentError) as info:
+        cuframes.Subscriber(bad)
+    assert info.value.status == -1 and isinstance(info.value, ValueError)
+    with pytest.raises(cuframes.InvalidArgumentError):
+        cuframes.Publisher(bad, "nv12", 64, 48, memory="host")
+
+
+def test_bad_arguments(key):
+    with pytest.raises(cuframes.InvalidArgumentError, match="pixel format"):
+        cuframes.Publisher(key, "rgb24", 64, 48, memory="host")
+    with pytest.raises(cuframes.InvalidArgumentError, match="policy"):
+        cuframes.Publisher(key, "nv12", 64, 48, memory="host", policy="maybe")
+    with pytest.raises(cuframes.InvalidArgumentError, match="width"):
+        cuframes.Publisher(key, "nv12", 0, 48, memory="host")
+    with pytest.raises(cuframes.InvalidArgumentError):
+        cuframes.Publisher(key, "nv12", 64, 48, memory="host", ring=17)  # checked by the library
+    with pytest.raises(cuframes.InvalidArgumentError, match="mode"):
+        cuframes.Subscriber(key, mode="newest")
+    with pytest.raises(cuframes.InvalidArgumentError, match="NUL"):
+        cuframes.Subscriber("a\0b")
+
+
+def test_key_already_published(key):
+    with host_publisher(key):
+        with pytest.raises(cuframes.AlreadyExistsError) as info:
+            host_publisher(key)
+        assert info.value.status == -3
+
+
+def test_wrong_shapes_and_dtypes(key):
+    with host_publisher(key, "nv12", 64, 48) as pub:
+        y, uv = pattern.planes("nv12", 64, 48, 0)
+        cases = [
+            ([y], "2 planes"),
+            ([y, uv, uv], "2 planes"),
+            ([y.astype(np.uint16), uv], "expected uint8"),
+            ([y.astype(np.float32), uv], "expected uint8"),
+            ([y[:-1], uv], "plane 0 .Y."),
+            ([y, uv[:, :-1]], "plane 1 .UV."),
+            ([y[:, ::2].repeat(2, axis=1)[:, ::1][:, :32], uv], "plane 0"),
+            ([np.asfortranarray(y), uv], "contiguous"),
+            ([y[::-1], uv], "row stride"),
+            (y, "back to back"),
+            ([["not", "numbers"], uv], "cannot publish|not an array|plane 0"),
+        ]
+        for frame, message in cases:
+            with pytest.raises(cuframes.InvalidArgumentError, match=message):
+                pub.publish(frame)
+        assert pub.publish([y, uv]) == 1  # nothing above was published
+
+
+def test_closed_frame_access(key):
+    pub = host_publisher(key)
+    sub = cuframes.Subscriber(key, timeout=5)
+    with pub, sub:
+        publish_one(pub, 0)
+        frame = sub.next()
+        plane = frame.planes[0]
+        frame.close()
+        assert frame.closed
+        for action in (
+            lambda: frame.planes,
+            lambda: frame[0],
+            lambda: frame.is_intact(),
+            lambda: frame.wait(),
+            lambda: plane.__dlpack__(),
+            lambda: plane.__array_interface__,
+            lambda: plane.memoryview(),
+            lambda: np.from_dlpack(plane),
+        ):
+            with pytest.raises(cuframes.ClosedError) as info:
+                action()
+            assert info.value.status == -1 and isinstance(info.value, ValueError)
+        with pytest.raises(cuframes.ClosedError):
+            with frame:
+                pass
+
+
+def test_closed_subscriber_and_publisher(key):
+    pub = host_publisher(key)
+    sub = cuframes.Subscriber(key, timeout=5)
+    sub.close()
+    sub.close()
+    with pytest.raises(cuframes.ClosedError):
+        sub.next()
+    with pytest.raises(cuframes.ClosedError):
+        sub.stats
+    pub.close()
+    with pytest.raises(cuframes.ClosedError):
+        publish_one(pub, 0)
+    assert pub.closed and sub.closed
+
+
+def test_timeout(key):
+    with host_publisher(key), cuframes.Subscriber(key, timeout=0.2) as sub:
+        start = time.monotonic()
+        with pytest.raises(cuframes.TimeoutError_) as info:
+            sub.next()
+        assert 0.15 < time.monotonic() - start < 3
+        assert info.value.status == -7 and isinstance(info.value, TimeoutError)
+        with pytest.raises(TimeoutError):
+            sub.next(timeout=0)
+
+
+def test_clean_shutdown_ends_iteration(key):
+    pub = host_publisher(key)
+    sub = cuframes.Subscriber(key, timeout=5)
+    for i in range(3):
+        publish_one(pub, i)
+    got = []
+    for frame in sub:
+        got.append(frame.seq)
+        if frame.seq == 3:
+            pub.close()
+    assert got == [1, 2, 3] and sub.stats.publisher_shut_down
+    with pytest.raises(cuframes.DisconnectedError):
+        sub.next()
+    sub.close()
+
+
+def test_killed_publisher_is_an_error(cli, key):
+    proc = subprocess.Popen([cli, "publish", key, "--memory", "host", "--size", "64x48", "--fps", "50", "--quiet"])
+    try:
+        with cuframes.Subscriber(key, timeout=5, wait_publisher=10) as sub:
+            with sub.next() as frame:
+                assert pattern.check_frame(frame)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            with pytest.raises(cuframes.DisconnectedError) as info:
+                for frame in sub:
+                    pass
+            assert info.value.status == -8 and not sub.stats.publisher_shut_down
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run([cli, "cleanup", key], capture_output=True)
+
+
+def test_library_not_found_message(tmp_path):
+    env = dict(os.environ, CUFRAMES_LIBRARY=str(tmp_path / "nope.so"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run([sys.executable, "-c", "import cuframes"], env=env, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "LibraryNotFoundError" in proc.stderr and "CUFRAMES_LIBRARY" in proc.stderr
+    assert issubclass(cuframes.LibraryNotFoundError, ImportError)
+
+
+def test_error_pickles():
+    import pickle
+
+    err = cuframes.NotFoundError(-2, "no publisher for key 'x'")
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is cuframes.NotFoundError and again.status == -2 and again.message == err.message
+
+
+def test_latest_mode_and_stats(key):
+    pub = host_publisher(key, ring=4)
+    sub = cuframes.Subscriber(key, timeout=5, mode="latest")
+    with pub, sub:
+        for i in range(3):
+            publish_one(pub, i)
+        with sub.next() as frame:
+            assert frame.seq == 3 and pattern.check_frame(frame)
+        stats = sub.stats
+        assert stats.received == 1 and stats.dropped == 2
+
+
+def test_reading_foreign_capsules():
+    """The parser publish() uses for CUDA DLPack producers, on host capsules."""
+    a = np.arange(48 * 64, dtype=np.uint16).reshape(48, 64)[:, :40]
+    for capsule in (a.__dlpack__(), a.__dlpack__(max_version=(1, 0))):
+        imported = _dlpack.Imported(capsule)
+        assert imported.data == a.ctypes.data
+        assert imported.shape == (48, 40) and imported.strides_bytes == a.strides
+        assert (imported.code, imported.bits, imported.itemsize) == (_dlpack.KDL_UINT, 16, 2)
+        assert imported.device_type == _dlpack.KDL_CPU
+        imported.close()
+        imported.close()  # the deleter runs once
+        assert "used_dltensor" in repr(capsule)
