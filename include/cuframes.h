@@ -677,6 +677,21 @@ cuframes_status cuframes_publisher_commit_slot(struct cuframes_publisher *publis
 cuframes_status cuframes_publisher_flush(struct cuframes_publisher *publisher, uint32_t timeout_ms);
 
 /**
+ * Waits until every subscriber has taken the newest frame (it may still
+ * hold it), released every frame, or left, up to `timeout_ms`: call it
+ * before destroying a publisher whose last frames must arrive when the
+ * subscribers keep their last frame until the stream ends (FFmpeg does).
+ * Their leases stay readable after the publisher is destroyed. `TIMEOUT`
+ * when some have not taken it.
+ *
+ * # Safety
+ *
+ * `publisher` is NULL or a live handle.
+ */
+cuframes_status cuframes_publisher_wait_delivered(struct cuframes_publisher *publisher,
+                                                  uint32_t timeout_ms);
+
+/**
  * The number of connected subscribers; 0 for a NULL handle (and on an
  * internal error).
  *

@@ -412,6 +412,46 @@ static int test_flush_waits_for_held_frames(void) {
     return 0;
 }
 
+/* wait_delivered: done once the newest frame is taken, even while it is
+ * held; the held frame stays readable after the publisher is gone. */
+static int test_wait_delivered_needs_take_not_release(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *first = NULL;
+    cuframes_frame *second = NULL;
+    cuframes_frame_info info;
+    source_frame source;
+    unique_key(key, sizeof key, "delivered");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_BGRA, 16, 8);
+    pconfig.policy = CUFRAMES_POLICY_STRICT_WAIT;
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_BGRA, 16, 8) == 0);
+    if (publish(publisher, &source, 1, 0) != 0) return 1;
+    if (publish(publisher, &source, 2, 0) != 0) return 1;
+    source_free(&source);
+    CHECK_STATUS(cuframes_publisher_wait_delivered(publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK(strstr(cuframes_last_error(), "have not taken frame 2") != NULL);
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &first));
+    CHECK_STATUS(cuframes_publisher_wait_delivered(publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK_OK(cuframes_frame_release(first));
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &second));
+    CHECK_OK(cuframes_publisher_wait_delivered(publisher, 1000));
+    CHECK_STATUS(cuframes_publisher_flush(publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    cuframes_publisher_destroy(publisher);
+    CHECK_OK(cuframes_frame_get_info(second, &info));
+    CHECK(info.seq == 2);
+    CHECK(verify_frame(&info, CUFRAMES_FORMAT_BGRA, 16, 8) == 0);
+    CHECK_STATUS(cuframes_subscriber_next(subscriber, 1000, &first), CUFRAMES_ERR_DISCONNECTED);
+    CHECK_OK(cuframes_frame_release(second));
+    cuframes_subscriber_destroy(subscriber);
+    return 0;
+}
+
 static int test_latest_mode_skips_to_the_newest(void) {
     char key[64];
     cuframes_publisher_config pconfig;
@@ -644,6 +684,7 @@ static int test_null_handles(void) {
                  CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(seq == 5);
     CHECK_STATUS(cuframes_publisher_flush(NULL, 0), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_wait_delivered(NULL, 0), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(cuframes_publisher_subscriber_count(NULL) == 0);
     CHECK_STATUS(cuframes_subscriber_get_info(NULL, &info), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_subscriber_next(NULL, 0, &frame), CUFRAMES_ERR_INVALID_ARGUMENT);
@@ -672,6 +713,7 @@ int main(int argc, char **argv) {
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
         {"frame_outlives_subscriber", test_frame_outlives_subscriber},
         {"flush_waits_for_held_frames", test_flush_waits_for_held_frames},
+        {"wait_delivered_needs_take_not_release", test_wait_delivered_needs_take_not_release},
         {"latest_mode_skips_to_the_newest", test_latest_mode_skips_to_the_newest},
         {"publish_argument_errors", test_publish_argument_errors},
         {"acquire_commit_in_place", test_acquire_commit_in_place},

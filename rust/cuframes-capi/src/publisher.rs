@@ -373,6 +373,29 @@ pub unsafe extern "C" fn cuframes_publisher_flush(
     })
 }
 
+/// Waits until every subscriber has taken the newest frame (it may still
+/// hold it), released every frame, or left, up to `timeout_ms`: call it
+/// before destroying a publisher whose last frames must arrive when the
+/// subscribers keep their last frame until the stream ends (FFmpeg does).
+/// Their leases stay readable after the publisher is destroyed. `TIMEOUT`
+/// when some have not taken it.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_wait_delivered(
+    publisher: *mut cuframes_publisher,
+    timeout_ms: u32,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_wait_delivered", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let publisher = try_c!(unsafe { try_ref(publisher.cast_const(), "publisher") });
+        try_c!(publisher.inner.wait_delivered(Duration::from_millis(timeout_ms.into())));
+        CUFRAMES_OK
+    })
+}
+
 /// The number of connected subscribers; 0 for a NULL handle (and on an
 /// internal error).
 ///

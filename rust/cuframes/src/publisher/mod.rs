@@ -457,6 +457,47 @@ impl Publisher {
         }
     }
 
+    /// Waits until every active subscriber has taken the newest frame (it
+    /// may still hold it), released every frame, or left: then shutting down
+    /// loses no frame for it, as leases stay readable after the publisher is
+    /// gone. Unlike [`Publisher::flush`] this does not wait for a consumer
+    /// that keeps its last frame until it sees the end of the stream (FFmpeg
+    /// does). A subscriber that never writes the taken seq (extension, see
+    /// docs/protocol-notes.md) is waited for as by `flush`.
+    pub fn wait_delivered(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let newest = self.next_seq - 1;
+        let mut backoff = Backoff::new();
+        loop {
+            let owing: u32 = (0..self.ring_size).fold(0, |acc, slot| acc | self.missing_acks(slot));
+            let pending = (0..32u32)
+                .filter(|bit| owing & (1 << bit) != 0)
+                .filter(|&bit| {
+                    let taken = self
+                        .registry
+                        .header
+                        .subscriber_field(bit as usize, offsets::SUB_LAST_TAKEN)
+                        .load(Ordering::Acquire);
+                    taken < newest
+                })
+                .count();
+            if pending == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "'{}': {pending} subscriber(s) have not taken frame {newest} after {} ms",
+                        self.key,
+                        timeout.as_millis()
+                    ),
+                ));
+            }
+            backoff.wait();
+        }
+    }
+
     /// Bits that still owe an ACK for slot `slot`'s current frame.
     fn missing_acks(&self, slot: usize) -> u32 {
         let required = self.registry.lock().required[slot];

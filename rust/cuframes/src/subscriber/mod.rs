@@ -474,6 +474,11 @@ impl Subscriber {
             }
             ring.mapping.prepare(slot)?;
             self.received += 1;
+            // Tells the publisher this frame was taken, so it may shut down
+            // without waiting for the release (Publisher::wait_delivered).
+            header
+                .subscriber_field(ring.bit as usize, offsets::SUB_LAST_TAKEN)
+                .fetch_max(seq, Ordering::Release);
             crate::testhook::abort_at("sub-holding-lease");
             return Ok(Some(FrameLease::new(ring.clone(), seq, pts, published)));
         }

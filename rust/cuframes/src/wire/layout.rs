@@ -427,4 +427,7 @@ pub(crate) mod offsets {
     pub const SUB_LAST_ACK: usize = offset_of!(SubscriberSlot, last_ack_ns);
     /// Extension: frames the subscriber lost (dropped + overwritten), written by it.
     pub const SUB_DROPPED: usize = offset_of!(SubscriberSlot, reserved);
+    /// Extension: the newest seq the subscriber took (leased), written by it;
+    /// 0 = not written (another implementation).
+    pub const SUB_LAST_TAKEN: usize = offset_of!(SubscriberSlot, reserved) + 8;
 }
