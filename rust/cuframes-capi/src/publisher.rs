@@ -391,7 +391,11 @@ pub unsafe extern "C" fn cuframes_publisher_wait_delivered(
     ffi_boundary!("cuframes_publisher_wait_delivered", {
         // SAFETY: NULL or a live handle, by the caller's contract.
         let publisher = try_c!(unsafe { try_ref(publisher.cast_const(), "publisher") });
-        try_c!(publisher.inner.wait_delivered(Duration::from_millis(timeout_ms.into())));
+        try_c!(
+            publisher
+                .inner
+                .wait_delivered(Duration::from_millis(timeout_ms.into()))
+        );
         CUFRAMES_OK
     })
 }
