@@ -198,10 +198,13 @@ def split_frame(src: Source, geometries: Sequence[PlaneGeometry], what: str) -> 
     sizes = [g.rows * g.row_bytes for g in geometries]
     if not src.c_contiguous() or src.nbytes != sum(sizes) or src.kind not in ("u", "i"):
         layout = " + ".join("%s %dx%d" % (g.name, g.rows, g.row_bytes) for g in geometries)
+        example = ""
+        if len({g.row_bytes for g in geometries}) == 1:
+            example = ", e.g. shape (%d, %d) uint8" % (sum(g.rows for g in geometries), geometries[0].row_bytes)
         raise invalid(
-            "%s: a single array must be C-contiguous and hold every plane back to back (%s = %d bytes, "
-            "e.g. shape (%d, %d) uint8 for nv12); got a %s. Or pass one array per plane."
-            % (what, layout, sum(sizes), sum(g.rows for g in geometries), geometries[0].row_bytes, src.describe())
+            "%s: a single array must be C-contiguous and hold every plane back to back "
+            "(rows x bytes: %s = %d bytes%s); got a %s. Or pass one array per plane."
+            % (what, layout, sum(sizes), example, src.describe())
         )
     out = []
     offset = 0

@@ -298,8 +298,8 @@ class Plane:
 
     def __dlpack__(
         self,
-        *,
         stream: Optional[int] = None,
+        *,
         max_version: Optional[Tuple[int, int]] = None,
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,

@@ -254,7 +254,7 @@ class Publisher:
             return sources, planes
         src = source_of(frame, dl_stream)
         try:
-            if len(geos) == 1:
+            if len(geos) == 1 and len(src.shape) >= 2:
                 planes = [(src.ptr, plane_pitch(src, 0, geos[0], self._what))]
             else:
                 planes = split_frame(src, geos, self._what)
@@ -269,7 +269,8 @@ class Publisher:
         ``frame``: one array per plane (a list or tuple: nv12 ``[y, uv]``,
         yuv420p ``[y, u, v]``, p010 ``[y, uv]``, bgra ``[bgra]``), or one
         array — for bgra the plane, for the others every plane back to back
-        with no padding (nv12: shape ``(height * 3 // 2, width)`` uint8).
+        with no padding (nv12: shape ``(height * 3 // 2, width)`` uint8); a
+        1-D array or ``bytes`` is always read as planes back to back.
         A plane has shape ``(rows, columns[, channels])`` or
         ``(rows, row_bytes // itemsize)``, uint8 (uint16 for p010), rows
         contiguous inside, any row stride. NumPy/buffers are host memory;
