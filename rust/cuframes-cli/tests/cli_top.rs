@@ -46,7 +46,7 @@ fn shows_a_publisher_its_rate_and_its_subscriber() {
     assert_eq!(row["policy"], "strict-wait", "{row}");
     assert_eq!(uint(&row, "ring_size"), 3, "{row}");
     let fps = row["fps"].as_f64().unwrap_or_else(|| panic!("fps: {row}"));
-    assert!((50.0..=300.0).contains(&fps), "published at 200 fps: {row}");
+    assert!((20.0..=600.0).contains(&fps), "published at 200 fps: {row}");
     assert_eq!(uint(&row, "subscribers"), 1, "{row}");
     let sub = &row["subscriber_slots"][0];
     assert_eq!(sub["name"], "top-viewer", "{row}");

@@ -162,7 +162,8 @@ fn cuframes_role(s: &mut Setup, tally: &mut Tally) -> (Option<Error>, u64) {
             }
             let ready = clock::monotonic_ns();
             let seq = lease.seq();
-            tally.frame(seq, ready, lease.publish_mono_ns(), lease.pts_ns() as u64);
+            let (published, started) = (lease.publish_mono_ns(), lease.pts_ns() as u64);
+            let torn_before = s.checker.torn;
             let planes = layout.planes();
             let geometry = |p: usize| (planes[p].row_bytes, planes[p].rows);
             match (s.checker.depth(seq), memory) {
@@ -192,7 +193,11 @@ fn cuframes_role(s: &mut Setup, tally: &mut Tally) -> (Option<Error>, u64) {
                     Ok(())
                 })?,
             }
-            let _ = lease.release();
+            // Overwritten while leased (drop-oldest): dropped, not received.
+            let overwritten = lease.release().is_err();
+            if !overwritten && s.checker.torn == torn_before {
+                tally.frame(seq, ready, published, started);
+            }
             if seq >= s.a.frames {
                 return Ok(());
             }
