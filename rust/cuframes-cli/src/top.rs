@@ -127,12 +127,13 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn render(rows: &[Value], stale: usize, interval: Duration) -> String {
+fn render(rows: &[Value], stale: usize, interval: Duration, live: bool) -> String {
     let mut out = String::new();
     out += &format!(
-        "cuframes top — {} publisher(s), rates over {} ms (Ctrl-C to quit)\n\n",
+        "cuframes top — {} publisher(s), rates over {} ms{}\n\n",
         rows.len(),
-        interval.as_millis()
+        interval.as_millis(),
+        if live { " (Ctrl-C to quit)" } else { "" }
     );
     out += &format!(
         "{:<24} {:>8} {:<8} {:>11} {:<5} {:>4} {:<12} {:>9} {:>12} {:>4}\n",
@@ -198,13 +199,13 @@ pub fn run(a: TopArgs) -> Result<ExitCode> {
             if a.json {
                 println!("{}", Value::Array(rows));
             } else {
-                print!("{}", render(&rows, stale, interval));
+                print!("{}", render(&rows, stale, interval, false));
             }
             return Ok(ExitCode::SUCCESS);
         }
         let mut stdout = std::io::stdout().lock();
         // Home, draw, clear what the previous frame left below.
-        let screen = render(&rows, stale, interval).replace('\n', "\x1b[K\n");
+        let screen = render(&rows, stale, interval, true).replace('\n', "\x1b[K\n");
         let _ = write!(stdout, "\x1b[H{screen}\x1b[J");
         let _ = stdout.flush();
         drop(stdout);
