@@ -157,7 +157,11 @@ fn live_header_is_byte_exact() {
     assert_eq!(u64_at(&b, s + 0x10), 1, "last_seen_seq");
     assert!(u64_at(&b, s + 0x18) > 0, "last_ack_ns");
     assert_eq!(&b[s + 0x20..s + 0x2B], b"conformance");
-    assert!(zero(&b, s + 0x2B..s + 0x80), "name terminator and reserved");
+    assert!(zero(&b, s + 0x2B..s + 0x40), "name terminator");
+    // Extensions in reserved: frames lost (0x40) and the newest seq taken (0x48).
+    assert_eq!(u64_at(&b, s + 0x40), 0, "dropped (extension)");
+    assert_eq!(u64_at(&b, s + 0x48), 1, "last_taken_seq (extension): frame 1 was taken");
+    assert!(zero(&b, s + 0x50..s + 0x80), "reserved");
     assert!(
         zero(&b, 0xD00..0xD00 + 128),
         "bit 0 is the sentinel and never used"
