@@ -29,4 +29,6 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== C API tests (scripts/test-c.sh)"
 scripts/test-c.sh
+echo "== Python bindings (scripts/test-python.sh)"
+scripts/test-python.sh
 echo "== FFmpeg end to end (scripts/build-ffmpeg.sh, tests/ffmpeg/run.sh)"; scripts/build-ffmpeg.sh; tests/ffmpeg/run.sh
