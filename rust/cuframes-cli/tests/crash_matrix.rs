@@ -279,7 +279,7 @@ fn publisher_crash(policy: Policy, point: PubPoint) {
         .unwrap();
     assert!(lease_matches(&sub.next(Some(Duration::from_secs(1))).unwrap()));
     eprintln!(
-        "publisher killed {point:?} ({}): watcher learnt in {detect:?}; survivor {} frames, {} dropped; trigger: {}; new publisher in {took_over:?}",
+        "publisher killed {point:?} ({}): watcher learnt {detect:?} after the death was seen (kill(2) for the mid-stream case; 0 = before this test saw it); survivor {} frames, {} dropped; trigger: {}; new publisher in {took_over:?}",
         policy.name(),
         uint(&summary, "frames"),
         uint(&summary, "dropped"),
