@@ -160,7 +160,11 @@ fn live_header_is_byte_exact() {
     assert!(zero(&b, s + 0x2B..s + 0x40), "name terminator");
     // Extensions in reserved: frames lost (0x40) and the newest seq taken (0x48).
     assert_eq!(u64_at(&b, s + 0x40), 0, "dropped (extension)");
-    assert_eq!(u64_at(&b, s + 0x48), 1, "last_taken_seq (extension): frame 1 was taken");
+    assert_eq!(
+        u64_at(&b, s + 0x48),
+        1,
+        "last_taken_seq (extension): frame 1 was taken"
+    );
     assert!(zero(&b, s + 0x50..s + 0x80), "reserved");
     assert!(
         zero(&b, 0xD00..0xD00 + 128),

@@ -120,7 +120,16 @@ pub struct Subscriber {
     dropped: u64,
     disconnected: Option<Error>,
     shut_down: bool,
+    /// The control socket was seen readable: read it before the next frame.
+    control_pending: bool,
+    /// CLOCK_MONOTONIC ns after which the socket is read even when frames
+    /// keep coming (and poll is never reached).
+    control_due_ns: u64,
 }
+
+/// While frames keep coming, the control socket is still read this often
+/// (a SHUTDOWN or ERROR is noticed at most this late).
+const CONTROL_CHECK_NS: u64 = 1_000_000;
 
 impl Subscriber {
     /// Connects to the publisher of `config.key` and completes the handshake.
@@ -292,6 +301,8 @@ impl Subscriber {
             dropped: 0,
             disconnected: None,
             shut_down: false,
+            control_pending: true,
+            control_due_ns: 0,
         })
     }
 
@@ -336,12 +347,25 @@ impl Subscriber {
     /// down, died, or dropped us (and on every call after).
     pub fn next(&mut self, timeout: Option<Duration>) -> Result<FrameLease> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        if let Some(e) = &self.disconnected {
+            return Err(e.clone());
+        }
         loop {
-            self.poll_control()?;
-            // Drain the wake-up counter before looking, so a publish after
-            // the look leaves it readable for the poll below.
+            // Fast path, a frame is waiting: no system call but the ones
+            // the frame needs. The socket is read when poll saw it readable,
+            // before sleeping, and every CONTROL_CHECK_NS while frames flow.
+            if self.control_pending || clock::monotonic_ns() >= self.control_due_ns {
+                self.poll_control()?;
+            }
+            if let Some(lease) = self.take()? {
+                self.show_dropped();
+                return Ok(lease);
+            }
+            // About to sleep: drain the wake-up counter, then look again, so
+            // a publish after the look leaves it readable for the poll below.
             let mut counter = [0u8; 8];
             let _ = nix::unistd::read(&self.wake, &mut counter);
+            self.poll_control()?;
             let taken = self.take()?;
             self.show_dropped();
             if let Some(lease) = taken {
@@ -369,6 +393,7 @@ impl Subscriber {
                 PollFd::new(self.chan.socket().as_fd(), PollFlags::POLLIN),
             ];
             poll_fds(&mut fds, left)?;
+            self.control_pending = fds[1].revents().is_some_and(|r| !r.is_empty());
         }
     }
 
@@ -378,6 +403,8 @@ impl Subscriber {
         if let Some(e) = &self.disconnected {
             return Err(e.clone());
         }
+        self.control_pending = false;
+        self.control_due_ns = clock::monotonic_ns() + CONTROL_CHECK_NS;
         loop {
             let result = self.chan.try_recv();
             let err = match result {
