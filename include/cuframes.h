@@ -161,6 +161,12 @@ typedef struct cuframes_publisher_config {
      * with `cuframes_publisher_acquire_slot` / `_commit_slot`. CUDA only.
      */
     const uint64_t *external_slots;
+    /**
+     * A group (name or number) whose members may subscribe besides this
+     * user and root: socket and shared header become 0660 with that
+     * group. NULL (init): 0600, this user and root only.
+     */
+    const char *group;
 } cuframes_publisher_config;
 
 /**

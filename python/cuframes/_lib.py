@@ -42,6 +42,7 @@ class PublisherConfig(ctypes.Structure):
         ("cuda_stream", ctypes.c_void_p),
         ("runtime_dir", ctypes.c_char_p),
         ("external_slots", ctypes.POINTER(ctypes.c_uint64)),
+        ("group", ctypes.c_char_p),
     ]
 
 

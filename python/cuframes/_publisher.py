@@ -134,6 +134,8 @@ class Publisher:
     current context, else device 0's primary context — PyTorch's and CuPy's)
     and ``cuda_stream`` (copies are queued there; default: the legacy
     default stream). ``runtime_dir``: where the key's socket goes.
+    ``group``: a group (name or number) whose members may subscribe besides
+    this user and root (socket and header 0660); default: this user only.
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class Publisher:
         cuda_context: Any = None,
         cuda_stream: Any = None,
         runtime_dir: Optional[str] = None,
+        group: Optional[str] = None,
     ) -> None:
         self._owner: Optional[_PublisherHandle] = None
         self._lock = threading.Lock()
@@ -158,8 +161,12 @@ class Publisher:
         self.key = key
         config = _lib.PublisherConfig()
         _lib.lib.cuframes_publisher_config_init(ctypes.byref(config))
-        keep = [_lib.encode(key, "key"), _lib.encode(runtime_dir, "runtime_dir")]
-        config.key, config.runtime_dir = keep
+        keep = [
+            _lib.encode(key, "key"),
+            _lib.encode(runtime_dir, "runtime_dir"),
+            _lib.encode(None if group is None else str(group), "group"),
+        ]
+        config.key, config.runtime_dir, config.group = keep
         config.format = format_code(format)
         for name, value in (("width", width), ("height", height), ("ring", ring)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

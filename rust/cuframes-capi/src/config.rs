@@ -61,6 +61,10 @@ pub struct cuframes_publisher_config {
     /// pitches `cuframes_publisher_get_info` reports). Publish into them
     /// with `cuframes_publisher_acquire_slot` / `_commit_slot`. CUDA only.
     pub external_slots: *const u64,
+    /// A group (name or number) whose members may subscribe besides this
+    /// user and root: socket and shared header become 0660 with that
+    /// group. NULL (init): 0600, this user and root only.
+    pub group: *const c_char,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -111,6 +115,7 @@ impl cuframes_publisher_config {
             cuda_stream: std::ptr::null_mut(),
             runtime_dir: std::ptr::null(),
             external_slots: std::ptr::null(),
+            group: std::ptr::null(),
         }
     }
 
@@ -118,7 +123,7 @@ impl cuframes_publisher_config {
     ///
     /// # Safety
     ///
-    /// `key` and `runtime_dir` are NULL or NUL-terminated strings.
+    /// `key`, `runtime_dir` and `group` are NULL or NUL-terminated strings.
     pub(crate) unsafe fn checked(&self) -> Result<PublisherConfig> {
         // SAFETY: by this function's contract.
         let key = unsafe { required_str(self.key, "config.key") }?;
@@ -154,6 +159,8 @@ impl cuframes_publisher_config {
             let slots = unsafe { std::slice::from_raw_parts(self.external_slots, config.ring_size.min(16)) };
             config.external_slots = Some(slots.to_vec());
         }
+        // SAFETY: by this function's contract.
+        config.group = unsafe { optional_str(self.group, "config.group") }?.map(str::to_owned);
         Ok(config)
     }
 }
