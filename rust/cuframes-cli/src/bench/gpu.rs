@@ -4,6 +4,7 @@
 //! error instead of cudarc's panic on a missing library.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use cuframes::{Error, ErrorKind, Result};
@@ -71,6 +72,29 @@ impl Gpu {
         self.stream
             .synchronize()
             .map_err(|e| cuda_error("cuStreamSynchronize", e))
+    }
+
+    /// Frames/s of `count` device-to-device copies of `frames` (round robin)
+    /// into one scratch buffer, with nothing else going on: the GPU's bound
+    /// on a publish that copies each frame into a slot.
+    pub fn copy_rate(&self, frames: &[CudaSlice<u8>], count: usize) -> Result<f64> {
+        let Some(first) = frames.first() else {
+            return Ok(0.0);
+        };
+        let mut scratch = self.alloc(first.len())?;
+        let copy = |src: &CudaSlice<u8>, dst: &mut CudaSlice<u8>| {
+            self.stream
+                .memcpy_dtod(src, dst)
+                .map_err(|e| cuda_error("cuMemcpyDtoDAsync", e))
+        };
+        copy(first, &mut scratch)?;
+        self.sync()?;
+        let started = Instant::now();
+        for i in 0..count {
+            copy(&frames[i % frames.len()], &mut scratch)?;
+        }
+        self.sync()?;
+        Ok(count as f64 / started.elapsed().as_secs_f64())
     }
 
     /// The `CUdeviceptr` of `slice`.

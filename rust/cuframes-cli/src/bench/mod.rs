@@ -443,6 +443,8 @@ struct Measured {
     published_ns: u64,
     subscribers: Vec<Value>,
     error: Option<String>,
+    /// CUDA: frames/s of the device copies alone (the GPU's bound on the ring).
+    device_copy_fps: Option<f64>,
 }
 
 fn host_planes<'a>(g: &Geometry, frame: &'a [u8]) -> Vec<HostPlane<'a>> {
@@ -497,6 +499,10 @@ fn run_cuframes(plan: &Plan, source: &mut Source, round: usize) -> Result<Measur
         MemoryKind::Host => MemoryRequest::Host,
         MemoryKind::Cuda => MemoryRequest::Cuda,
     };
+    let device_copy_fps = match source {
+        Source::Cuda { gpu, frames, .. } => Some(gpu.copy_rate(frames, 1000)?),
+        Source::Host(_) => None,
+    };
     let mut publisher = Publisher::create(config)?;
     let workers = spawn_workers(plan, Transport::Cuframes, &key)?;
     publisher.wait_for_subscribers(plan.subscribers, plan.timeout)?;
@@ -533,6 +539,7 @@ fn run_cuframes(plan: &Plan, source: &mut Source, round: usize) -> Result<Measur
         published_ns,
         subscribers,
         error: error.or(sub_error),
+        device_copy_fps,
     })
 }
 
@@ -582,6 +589,7 @@ fn run_pipe(plan: &Plan, source: &mut Source) -> Result<Measured> {
         published_ns,
         subscribers,
         error: sub_error.or(error),
+        device_copy_fps: None,
     })
 }
 
@@ -664,6 +672,7 @@ fn run_shm(plan: &Plan, source: &mut Source, round: usize) -> Result<Measured> {
         published_ns,
         subscribers,
         error: sub_error.or(error),
+        device_copy_fps: None,
     })
 }
 
@@ -788,6 +797,7 @@ fn summarize(plan: &Plan, transport: Transport, m: &Measured) -> (Value, Vec<u64
         "verification": plan.verify.describe(device, plan.pool),
         "copies": copies,
         "cuda_sync": plan.cuda_sync,
+        "device_copy_fps": m.device_copy_fps.map(round1),
         "per_subscriber": subs,
         "error": m.error,
     });
