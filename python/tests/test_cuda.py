@@ -334,7 +334,7 @@ def test_cuda_shape_errors():
         for frame, message in (
             ([y.to(torch.int16), uv], "expected uint8"),
             ([y[:, :32], uv], "plane 0"),
-            ([y, uv.cpu()], "all in host memory or all in CUDA"),
+            ([y, uv.cpu()], "all be in host memory or all in CUDA memory"),
             ([y.t().contiguous().t(), uv], "contiguous"),
         ):
             try:
