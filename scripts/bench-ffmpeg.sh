@@ -8,7 +8,10 @@
 # at 1080p and 4K. Reports, per pipeline, frames/s over the whole run (wall clock
 # from the first process start to the last exit) and CPU time per frame of all its
 # processes together (user + system), the median of REPEAT runs, and the ratios
-# the targets in docs/benchmarks.md are stated in.
+# the targets in docs/benchmarks.md are stated in. Each pipeline also runs on the
+# clip played twice (-stream_loop, no re-encode): the difference between the two
+# runs is the steady state, without process and CUDA start-up (which cost a
+# fixed ~0.2-0.5 s of CPU per process, whatever the clip's length).
 #
 #   FFMPEG=path/to/patched/ffmpeg scripts/bench-ffmpeg.sh [SIZE...]
 #     SIZE: 1080p 4k (default both); env FRAMES (1200), REPEAT (3), OUT (results dir),
@@ -138,8 +141,8 @@ run_pipe() { # CLIP WxH
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 results=()
-table="| mode | size | pipeline | processes | fps | CPU ms/frame | fps vs (a) | CPU vs (a) |
-|---|---|---|---|---|---|---|---|"
+table="| mode | size | pipeline | processes | fps | CPU ms/frame | fps vs (a) | CPU vs (a) | steady fps | steady CPU ms/frame | steady fps vs (a) | steady CPU vs (a) |
+|---|---|---|---|---|---|---|---|---|---|---|---|"
 for size in "${sizes[@]}"; do
     case $size in
     1080p) dims=1920x1080 ;;
@@ -147,29 +150,40 @@ for size in "${sizes[@]}"; do
     *) echo "bench-ffmpeg: unknown size $size (1080p or 4k)" >&2; exit 2 ;;
     esac
     clip="$work/clip-$size.mp4"
-    echo "== $size: making a $frames-frame H.264 clip ($dims, libx264)" >&2
+    echo "== $size: making a $frames-frame H.264 clip ($dims, libx264) and its double" >&2
     ff -f lavfi -i "testsrc2=size=$dims:rate=30" -frames:v "$frames" -c:v libx264 -preset ultrafast \
         -pix_fmt yuv420p "$clip"
-    declare -A fps=() cpu=()
+    ff -stream_loop 1 -i "$clip" -c copy "$work/clip2-$size.mp4"
+    declare -A fps=() cpu=() sfps=() scpu=()
     for pipeline in direct cuframes pipe fanout4; do
-        walls=()
-        cpus=()
-        for r in $(seq 1 "$repeat"); do
-            case $pipeline in
-            direct) line=$(run_direct "$clip") ;;
-            cuframes) line=$(run_cuframes "$clip" 1) ;;
-            pipe) line=$(run_pipe "$clip" "$dims") ;;
-            fanout4) line=$(run_cuframes "$clip" 4) ;;
-            esac
-            read -r wall cpus_s <<<"$line"
-            walls+=("$wall")
-            cpus+=("$cpus_s")
-            echo "   $size $pipeline run $r: ${wall} s wall, ${cpus_s} s CPU" >&2
+        declare -A wall_of=() cpu_of_len=()
+        for len in 1 2; do
+            run_clip=$clip
+            [ "$len" = 2 ] && run_clip="$work/clip2-$size.mp4"
+            walls=()
+            cpus=()
+            for r in $(seq 1 "$repeat"); do
+                case $pipeline in
+                direct) line=$(run_direct "$run_clip") ;;
+                cuframes) line=$(run_cuframes "$run_clip" 1) ;;
+                pipe) line=$(run_pipe "$run_clip" "$dims") ;;
+                fanout4) line=$(run_cuframes "$run_clip" 4) ;;
+                esac
+                read -r wall cpus_s <<<"$line"
+                walls+=("$wall")
+                cpus+=("$cpus_s")
+                echo "   $size $pipeline $((len * frames)) frames, run $r: ${wall} s wall, ${cpus_s} s CPU" >&2
+            done
+            wall_of[$len]=$(printf '%s\n' "${walls[@]}" | median)
+            cpu_of_len[$len]=$(printf '%s\n' "${cpus[@]}" | median)
         done
-        wall=$(printf '%s\n' "${walls[@]}" | median)
-        cpu_s=$(printf '%s\n' "${cpus[@]}" | median)
-        fps[$pipeline]=$(calc "$frames / $wall" 1)
-        cpu[$pipeline]=$(calc "1000 * $cpu_s / $frames")
+        # Whole run of $frames frames (start-up included), and steady state: the
+        # second $frames frames alone (the double clip minus the single one).
+        fps[$pipeline]=$(calc "$frames / ${wall_of[1]}" 1)
+        cpu[$pipeline]=$(calc "1000 * ${cpu_of_len[1]} / $frames")
+        sfps[$pipeline]=$(calc "$frames / (${wall_of[2]} - ${wall_of[1]})" 1)
+        scpu[$pipeline]=$(calc "1000 * (${cpu_of_len[2]} - ${cpu_of_len[1]}) / $frames")
+        unset wall_of cpu_of_len
     done
     for pipeline in direct cuframes pipe fanout4; do
         dec=NVDEC
@@ -186,15 +200,22 @@ for size in "${sizes[@]}"; do
         esac
         fr=$(calc "${fps[$pipeline]} / ${fps[direct]}")
         cr=$(calc "${cpu[$pipeline]} / ${cpu[direct]}")
+        sfr=$(calc "${sfps[$pipeline]} / ${sfps[direct]}")
+        scr=$(calc "${scpu[$pipeline]} / ${scpu[direct]}")
         table+="
-| $mode | $size | $label | $procs | ${fps[$pipeline]} | ${cpu[$pipeline]} | $fr | $cr |"
-        results+=("{\"mode\":\"$mode\",\"size\":\"$size\",\"pipeline\":\"$pipeline\",\"processes\":$procs,\"frames\":$frames,\"fps\":${fps[$pipeline]},\"cpu_ms_per_frame\":${cpu[$pipeline]},\"fps_ratio_to_direct\":$fr,\"cpu_ratio_to_direct\":$cr}")
+| $mode | $size | $label | $procs | ${fps[$pipeline]} | ${cpu[$pipeline]} | $fr | $cr | ${sfps[$pipeline]} | ${scpu[$pipeline]} | $sfr | $scr |"
+        results+=("{\"mode\":\"$mode\",\"size\":\"$size\",\"pipeline\":\"$pipeline\",\"processes\":$procs,\"frames\":$frames,\"fps\":${fps[$pipeline]},\"cpu_ms_per_frame\":${cpu[$pipeline]},\"fps_ratio_to_direct\":$fr,\"cpu_ratio_to_direct\":$cr,\"steady_fps\":${sfps[$pipeline]},\"steady_cpu_ms_per_frame\":${scpu[$pipeline]},\"steady_fps_ratio_to_direct\":$sfr,\"steady_cpu_ratio_to_direct\":$scr}")
     done
-    echo "   $size ratios: (b)/(a) fps $(calc "${fps[cuframes]} / ${fps[direct]}")," \
+    echo "   $size whole run: (b)/(a) fps $(calc "${fps[cuframes]} / ${fps[direct]}")," \
         "(b)/(c) fps $(calc "${fps[cuframes]} / ${fps[pipe]}")," \
         "(b)/(c) CPU $(calc "${cpu[cuframes]} / ${cpu[pipe]}" 4)," \
         "(d)/(a) fps $(calc "${fps[fanout4]} / ${fps[direct]}")" >&2
-    unset fps cpu
+    echo "   $size steady state: (b)/(a) fps $(calc "${sfps[cuframes]} / ${sfps[direct]}")," \
+        "(b)/(c) fps $(calc "${sfps[cuframes]} / ${sfps[pipe]}")," \
+        "(b)/(a) CPU $(calc "${scpu[cuframes]} / ${scpu[direct]}")," \
+        "(b)/(c) CPU $(calc "${scpu[cuframes]} / ${scpu[pipe]}" 4)," \
+        "(d)/(a) fps $(calc "${sfps[fanout4]} / ${sfps[direct]}")" >&2
+    unset fps cpu sfps scpu
 done
 json="[$(
     IFS=,

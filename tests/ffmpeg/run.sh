@@ -17,8 +17,8 @@ cd "$(dirname "$0")/../.."
 # ---------------------------------------------------------------- a. help
 test_help() {
     local ok=1 what opt out
-    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout memory auto host cuda wait_subscribers wait_timeout runtime_dir" \
-                "demuxer=cuframes:name timeout reconnect reconnect_timeout copy always never mode sequential latest runtime_dir" \
+    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout memory auto host cuda wait_subscribers wait_timeout runtime_dir group" \
+                "demuxer=cuframes:name timeout reconnect reconnect_timeout reconnect_max copy always never mode sequential latest runtime_dir" \
                 "filter=cuframes:key name timeout copy always never mode sequential latest runtime_dir"; do
         if ! out=$(ff 20 -h "${what%%:*}" 2>&1); then
             echo "  ffmpeg -h ${what%%:*} failed"
@@ -186,6 +186,20 @@ test_kill() {
     [ $ok = 1 ] && echo "     $(grep "went away" "$d/sub.err" | head -n 1)"
 }
 
+# The cuframes CLI, for publishers that start in milliseconds.
+CUFRAMES_CLI=${CUFRAMES_BIN:-target/debug/cuframes}
+# cli_publisher ERR ARGS...: `cuframes publish KEY` (yuv420p 320x240, 25 fps) in the
+# background, in its own process group (BGPID).
+cli_publisher() {
+    local err=$1
+    shift
+    setsid timeout -k 2 60 "$CUFRAMES_CLI" publish "$KEY" --memory host --format yuv420p \
+        --size 320x240 --fps 25 --quiet "$@" >/dev/null 2>"$err" &
+    BGPID=$!
+    GROUPS_STARTED+=("$BGPID")
+}
+md5_count() { grep -vc '^#' "$1" 2>/dev/null; }
+
 test_reconnect() {
     local d="$WORK/reconnect" t=$SECONDS ok=1
     mkdir -p "$d"
@@ -194,26 +208,71 @@ test_reconnect() {
     local pub1=$BGPID
     wait_published || { echo "  the publisher did not start"; ok=0; }
     bg 40 /dev/null "$d/sub.err" -xerror -f cuframes -reconnect 1 -reconnect_timeout 1500 \
-        -i "$KEY" -f framemd5 "$d/sub.md5"
+        -i "$KEY" -flush_packets 1 -f framemd5 "$d/sub.md5"
     local sub=$BGPID
     sleep 1.5
     kill -KILL "$(child_of $pub1)"
     waitrc $pub1
     sleep 0.3
-    bg 60 /dev/null "$d/pub2.err" -re -f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v 50 \
-        -pix_fmt yuv420p -f cuframes "$KEY"
+    # The publisher returns: time until its first frame is in the subscriber's output.
+    local before t0 ms=-1 i
+    before=$(md5_count "$d/sub.md5")
+    t0=$(date +%s%N)
+    cli_publisher "$d/pub2.err" --frames 50
     local pub2=$BGPID
+    for i in $(seq 400); do
+        if [ "$(md5_count "$d/sub.md5")" -gt "$before" ]; then
+            ms=$((($(date +%s%N) - t0) / 1000000))
+            break
+        fi
+        sleep 0.005
+    done
     waitrc $pub2 || { echo "  the second publisher failed"; show "$d/pub2.err"; ok=0; }
     waitrc $sub
     local rc=$?
     local n
-    n=$(md5s "$d/sub.md5" | wc -l)
+    n=$(md5_count "$d/sub.md5")
     [ $rc = 0 ] || { echo "  subscriber exited $rc"; ok=0; }
-    [ "$n" -gt 50 ] && [ "$n" -gt "$FIRST_RUN_FRAMES" ] ||
-        { echo "  $n frames: expected those of both publishers (> 50)"; ok=0; }
+    [ "$n" -ge $((before + 50)) ] || { echo "  $n frames: expected the first publisher's $before and 50"; ok=0; }
     grep -q "Resumed '$KEY'" "$d/sub.err" || { echo "  no 'Resumed' message"; ok=0; }
+    # Issue 6: resumed within 200 ms of the publisher's return (start of `cuframes
+    # publish` to its first frame written by the subscriber).
+    [ "$ms" -ge 0 ] && [ "$ms" -lt 200 ] || { echo "  resumed after $ms ms (limit 200)"; ok=0; }
     [ $ok = 1 ] || show "$d/sub.err"
-    result "kill -9 publisher: reconnect=1 resumes" $ok "($n frames, $((SECONDS - t)) s)"
+    result "kill -9 publisher: reconnect=1 resumes" $ok "($n frames, first new frame $ms ms after the return)"
+}
+
+# A publisher that dies right after each start: the subscriber pauses longer
+# each time (100, 200 ms, ...) and gives up after reconnect_max.
+test_crash_loop() {
+    local d="$WORK/crashloop" ok=1 i
+    mkdir -p "$d"
+    newkey
+    cli_publisher "$d/pub0.err"
+    local pub=$BGPID
+    wait_published || { echo "  the publisher did not start"; ok=0; }
+    bg 40 /dev/null "$d/sub.err" -xerror -f cuframes -reconnect 1 -reconnect_timeout 3000 -reconnect_max 2 \
+        -i "$KEY" -f null -
+    local sub=$BGPID
+    for i in 1 2 3 4 5; do
+        sleep 0.4
+        kill -KILL -- "-$pub" 2>/dev/null
+        waitrc $pub
+        kill -0 "$sub" 2>/dev/null || break
+        sleep 0.05
+        cli_publisher "$d/pub$i.err"
+        pub=$BGPID
+    done
+    waitrc $sub
+    local rc=$?
+    kill -KILL -- "-$pub" 2>/dev/null
+    [ $rc != 0 ] && [ $rc != 124 ] || { echo "  subscriber exit $rc (want an error, not a timeout)"; ok=0; }
+    grep -q "pausing 100 ms" "$d/sub.err" || { echo "  no first pause (100 ms)"; ok=0; }
+    grep -q "pausing 200 ms" "$d/sub.err" || { echo "  no doubled pause (200 ms)"; ok=0; }
+    grep -q "giving up (reconnect_max 2)" "$d/sub.err" || { echo "  did not give up"; ok=0; }
+    [ $ok = 1 ] || show "$d/sub.err"
+    result "crash-looping publisher: backoff, then give up" $ok "(exit $rc)"
+    [ $ok = 1 ] && echo "     $(grep "giving up" "$d/sub.err" | head -n 1 | sed 's/^\[[^]]*\] //')"
 }
 
 # ---------------------------------------------------------------- h. errors
@@ -272,6 +331,7 @@ selected h264 && test_h264
 selected transcode && test_transcode
 selected kill && test_kill
 selected reconnect && test_reconnect
+selected crashloop && test_crash_loop
 selected cuda && test_cuda_memory
 selected errors && test_errors
 
