@@ -34,7 +34,7 @@ bench transports-4k --memory cuda --size 3840x2160 --subscribers 1 --frames 2000
     --plot "$out/latency-cuda-4k.svg"
 bench transports-1080p-4sub --memory cuda --size 1920x1080 --subscribers 4 --frames 2000
 echo "== scripts/bench-ffmpeg.sh (MODE=cuda)"
-if ! FFMPEG=$FFMPEG OUT=$out timeout 540 scripts/bench-ffmpeg.sh; then
+if ! FFMPEG=$FFMPEG OUT=$out REPEAT=${REPEAT:-2} timeout 560 scripts/bench-ffmpeg.sh; then
     echo "bench-ffmpeg FAILED"
     failed=$((failed + 1))
 fi
