@@ -108,7 +108,7 @@ run() {
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
         python) if [ -f scripts/gpu/python.sh ]; then
-            part "Python CUDA tests" python-cuda.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0" \
+            part "Python CUDA tests" python.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0" \
                 CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/python.sh
         else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
         bench) if [ -f scripts/gpu/bench.sh ]; then

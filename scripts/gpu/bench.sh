@@ -13,18 +13,23 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/cuframes-gpu-bench.XXXXXX")}
 export CUFRAMES_RUNTIME_DIR
 CUFRAMES_RUNTIME_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-gpu-bench-run.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-gpu-bench-work.XXXXXX")
 failed=0
-bench() { # NAME ARGS...: one cuframes bench run, JSON to $out/NAME.json
+bench() { # NAME ARGS...: one cuframes bench run, appended to $out/bench-cuframes.txt
     local name=$1
     shift
     echo "== cuframes bench $*"
-    if timeout 300 "$CUFRAMES_BIN" bench "$@" --json >"$out/$name.json" 2>"$out/$name.err"; then
-        cat "$out/$name.json"
-    else
-        echo "bench $name FAILED:"
-        tail -n 20 "$out/$name.err"
-        failed=$((failed + 1))
-    fi
+    {
+        echo "## $name: cuframes bench $*"
+        if timeout 300 "$CUFRAMES_BIN" bench "$@" --json 2>"$work/err"; then
+            :
+        else
+            echo "FAILED:"
+            failed=$((failed + 1))
+        fi
+        tail -n 20 "$work/err"
+    } >>"$out/bench-cuframes.txt"
+    tail -n 22 "$out/bench-cuframes.txt"
 }
 ring=(--memory cuda --format nv12 --size 3840x2160 --subscribers 1 --ring 4 --policy strict-wait
     --frames 100000 --transports cuframes --verify-every 1000)
@@ -38,6 +43,6 @@ if ! FFMPEG=$FFMPEG OUT=$out REPEAT=${REPEAT:-2} timeout 560 scripts/bench-ffmpe
     echo "bench-ffmpeg FAILED"
     failed=$((failed + 1))
 fi
-rm -rf "$CUFRAMES_RUNTIME_DIR"
+rm -rf "$CUFRAMES_RUNTIME_DIR" "$work"
 echo "gpu bench: $failed failed run(s)"
 [ "$failed" -eq 0 ]
