@@ -40,6 +40,33 @@ unset CUFRAMES_LIBRARY
     'import cuframes, sys; print("cuframes", cuframes.__version__, "from", cuframes.__file__, "with", cuframes.library_path)
 sys.exit("test-python.sh: imported the source tree, not the installed package" if "site-packages" not in cuframes.__file__ else 0)')
 
+echo "== ctypes structs against cuframes.h (sizeof, compiled by cc)"
+sizes_c=$target/python-test/sizes.c
+cat >"$sizes_c" <<'C'
+#include <stdio.h>
+#include <cuframes.h>
+int main(void) {
+    printf("PublisherConfig %zu\nSubscriberConfig %zu\nStreamInfo %zu\nSlot %zu\nSubscriberStats %zu\nFrameInfo %zu\n",
+           sizeof(cuframes_publisher_config), sizeof(cuframes_subscriber_config),
+           sizeof(cuframes_stream_info), sizeof(cuframes_slot), sizeof(cuframes_subscriber_stats),
+           sizeof(cuframes_frame_info));
+    return 0;
+}
+C
+cc -I"$prefix/include" "$sizes_c" -o "${sizes_c%.c}"
+if ! "${sizes_c%.c}" | "$venv/bin/python" -c '
+import ctypes, sys
+from cuframes import _lib
+bad = [line for line in sys.stdin.read().split("\n") if line
+       and ctypes.sizeof(getattr(_lib, line.split()[0])) != int(line.split()[1])]
+for line in bad:
+    name, size = line.split()
+    print("ctypes %s is %d bytes, cuframes.h says %s" % (name, ctypes.sizeof(getattr(_lib, name)), size))
+sys.exit(1 if bad else 0)'; then
+    echo "Python: FAILED (ctypes layout)"
+    exit 1
+fi
+
 echo "== pytest python/tests"
 if "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider python/tests; then
     echo "Python: ok"

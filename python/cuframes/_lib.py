@@ -259,7 +259,7 @@ def _check_layout() -> None:
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return
     expected = {
-        PublisherConfig: 80,
+        PublisherConfig: 88,
         SubscriberConfig: 56,
         StreamInfo: 80,
         Slot: 80,

@@ -445,6 +445,8 @@ struct Measured {
     error: Option<String>,
     /// CUDA: frames/s of the device copies alone (the GPU's bound on the ring).
     device_copy_fps: Option<f64>,
+    /// cuframes strict-wait: (publishes that waited for a slot, ns spent waiting).
+    ack_waits: Option<(u64, u64)>,
 }
 
 fn host_planes<'a>(g: &Geometry, frame: &'a [u8]) -> Vec<HostPlane<'a>> {
@@ -527,6 +529,8 @@ fn run_cuframes(plan: &Plan, source: &mut Source, round: usize) -> Result<Measur
         }
     }
     let published_ns = clock::monotonic_ns();
+    let stats = publisher.stats();
+    let ack_waits = Some((stats.ack_waits, stats.ack_wait_ns));
     if let Err(e) = publisher.flush(plan.timeout) {
         error.get_or_insert(e.to_string());
     }
@@ -540,6 +544,7 @@ fn run_cuframes(plan: &Plan, source: &mut Source, round: usize) -> Result<Measur
         subscribers,
         error: error.or(sub_error),
         device_copy_fps,
+        ack_waits,
     })
 }
 
@@ -590,6 +595,7 @@ fn run_pipe(plan: &Plan, source: &mut Source) -> Result<Measured> {
         subscribers,
         error: sub_error.or(error),
         device_copy_fps: None,
+        ack_waits: None,
     })
 }
 
@@ -673,6 +679,7 @@ fn run_shm(plan: &Plan, source: &mut Source, round: usize) -> Result<Measured> {
         subscribers,
         error: sub_error.or(error),
         device_copy_fps: None,
+        ack_waits: None,
     })
 }
 
@@ -798,6 +805,8 @@ fn summarize(plan: &Plan, transport: Transport, m: &Measured) -> (Value, Vec<u64
         "copies": copies,
         "cuda_sync": plan.cuda_sync,
         "device_copy_fps": m.device_copy_fps.map(round1),
+        "publisher_slot_waits": m.ack_waits.map(|(n, _)| n),
+        "publisher_slot_wait_us_per_frame": m.ack_waits.map(|(_, ns)| per_frame(ns, frames)),
         "per_subscriber": subs,
         "error": m.error,
     });

@@ -169,6 +169,10 @@ pub struct PublisherStats {
     pub ack_timeouts: u64,
     /// Connections closed for protocol violations or slow handshakes.
     pub rejected_connections: u64,
+    /// STRICT_WAIT: publishes that found their slot still held and waited.
+    pub ack_waits: u64,
+    /// STRICT_WAIT: time spent in those waits, in nanoseconds.
+    pub ack_wait_ns: u64,
 }
 
 /// Publishes frames under a key. Dropping it sends SHUTDOWN to every
@@ -529,7 +533,17 @@ impl Publisher {
     /// Decision 4: wait until every subscriber that must ACK the slot's
     /// previous frame did, up to the ACK timeout; drop the ones that did not.
     fn wait_for_acks(&mut self, slot: usize) {
-        let deadline = Instant::now() + self.ack_timeout;
+        if self.missing_acks(slot) == 0 {
+            return;
+        }
+        let started = Instant::now();
+        self.wait_for_acks_from(slot, started);
+        self.stats.ack_waits += 1;
+        self.stats.ack_wait_ns += started.elapsed().as_nanos() as u64;
+    }
+
+    fn wait_for_acks_from(&mut self, slot: usize, started: Instant) {
+        let deadline = started + self.ack_timeout;
         let mut backoff = Backoff::new();
         loop {
             let missing = self.missing_acks(slot);
