@@ -7,8 +7,8 @@
 #   scripts/gpu-test.sh run [PART...]
 #                               on the GPU machine, from the repository root,
 #                               with the staged .gpu/ beside it: runs the GPU
-#                               tests (PARTs: rust c ffmpeg demo python bench;
-#                               default all but bench) and writes logs under $OUT
+#                               tests (PARTs: rust c crash ffmpeg demo python bench
+#                               ring; default all but bench, ring), logs under $OUT
 #
 # The GPU machine has no Rust toolchain and no network, so everything it runs
 # is built and staged here.
@@ -20,15 +20,17 @@ stage() {
     rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/tests" "$stage/lib"
     cargo build --release --locked -p cuframes-cli
     install -m 0755 target/release/cuframes "$stage/bin/cuframes"
-    # The ignored GPU tests, as a release test binary.
-    local test_bin
-    test_bin=$(cargo test --release --locked -p cuframes-cli --test cuda --no-run --message-format=json 2>/dev/null |
-        python3 -c 'import json,sys
+    # The ignored GPU tests, as release test binaries.
+    local test_name test_bin
+    for test_name in cuda cuda_crash; do
+        test_bin=$(cargo test --release --locked -p cuframes-cli --test "$test_name" --no-run \
+            --message-format=json 2>/dev/null | TEST="$test_name" python3 -c 'import json,os,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "cuda" and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == os.environ["TEST"] and m.get("executable"):
         print(m["executable"])')
-    install -m 0755 "$test_bin" "$stage/tests/cuda"
+        install -m 0755 "$test_bin" "$stage/tests/$test_name"
+    done
     # The C API: the shared library (for Python) and the CUDA C test, linked
     # statically so it needs nothing staged beside it.
     local prefix=$PWD/target/gpu-stage-prefix
@@ -42,7 +44,8 @@ for line in sys.stdin:
         $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --static --libs-only-l cuframes | sed 's/-lcuframes//')
     # The copy counter injected into CUDA processes (no CUDA headers needed).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
-    strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/test_cuda" "$stage/lib/libcuframes.so.0"
+    strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/cuda_crash" "$stage/tests/test_cuda" \
+        "$stage/lib/libcuframes.so.0"
     # The patched FFmpeg (libcuframes linked in) and the one library it needs that
     # the GPU machine's image may lack.
     scripts/build-ffmpeg.sh
@@ -83,11 +86,12 @@ part() {
     tail -n 40 "$log"
 }
 
-# Parts: rust c ffmpeg demo python bench (default: all but bench).
+# Parts: rust c crash ffmpeg demo python bench ring (default: all but bench and
+# ring; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
 run() {
     : "${OUT:?run needs \$OUT}"
     local parts=("$@")
-    [ ${#parts[@]} -gt 0 ] || parts=(rust c ffmpeg demo python)
+    [ ${#parts[@]} -gt 0 ] || parts=(rust c crash ffmpeg demo python)
     {
         date -u
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
@@ -103,6 +107,8 @@ run() {
         rust) part "Rust CUDA tests" rust-cuda.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
             "$stage/tests/cuda" --ignored --test-threads=1 --nocapture ;;
         c) part "C API CUDA tests" c-cuda.log "$stage/tests/test_cuda" ;;
+        crash) part "CUDA crash matrix" cuda-crash.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
+            "$stage/tests/cuda_crash" --ignored --test-threads=1 --nocapture ;;
         ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
             MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" tests/ffmpeg/gpu.sh ;;
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
@@ -111,10 +117,8 @@ run() {
             part "Python CUDA tests" python.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0" \
                 CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/python.sh
         else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
-        bench) if [ -f scripts/gpu/bench.sh ]; then
-            part "Benchmarks" bench.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
-                CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/bench.sh
-        else echo "== Benchmarks: scripts/gpu/bench.sh not present"; fi ;;
+        bench | ring) part "Benchmarks ($want)" bench.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
+            CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/bench.sh "$want" ;;
         *) echo "gpu-test: unknown part $want" >&2; failures=$((failures + 1)) ;;
         esac
     done
