@@ -86,8 +86,8 @@ part() {
     tail -n 40 "$log"
 }
 
-# Parts: rust c crash ffmpeg demo python bench ring (default: all but bench and
-# ring; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
+# Parts: rust c crash ffmpeg demo python bench ring profile (default: all but
+# bench, ring and profile; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
 run() {
     : "${OUT:?run needs \$OUT}"
     local parts=("$@")
@@ -117,6 +117,8 @@ run() {
             part "Python CUDA tests" python.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0" \
                 CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/python.sh
         else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
+        profile) part "Subscriber CPU profile" profile.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
+            bash scripts/gpu/profile-subscriber.sh ;;
         bench | ring) part "Benchmarks ($want)" bench.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/bench.sh "$want" ;;
         *) echo "gpu-test: unknown part $want" >&2; failures=$((failures + 1)) ;;
