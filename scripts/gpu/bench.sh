@@ -2,7 +2,8 @@
 # On the GPU machine (scripts/gpu-test.sh run bench): the GPU numbers of
 # docs/benchmarks.md, written under $OUT.
 #   1. the ring alone: `cuframes bench --memory cuda`, 4K NV12, 1 subscriber,
-#      100,000 frames (ready = event wait queued; then ready = bytes on the device)
+#      100,000 frames (ready = event wait queued; without whole-frame checks;
+#      then ready = bytes on the device)
 #   2. cuframes vs pipe vs shm-copy with CUDA frames: 4K 1 subscriber (with the
 #      latency plot) and 1080p 4 subscribers
 #   3. the FFmpeg pipelines: scripts/bench-ffmpeg.sh (1080p and 4K); not with
@@ -35,6 +36,9 @@ bench() { # NAME ARGS...: one cuframes bench run, appended to $out/bench-cuframe
 ring=(--memory cuda --format nv12 --size 3840x2160 --subscribers 1 --ring 4 --policy strict-wait
     --frames 100000 --transports cuframes --verify-every 1000)
 bench ring-4k "${ring[@]}"
+# The same without the whole-frame checks: each one (a 12 MB copy back to the host
+# and a compare, ~20 ms) stalls the ring, so this is the ring's own rate.
+bench ring-4k-unverified "${ring[@]}" --verify-every 0
 bench ring-4k-cuda-sync "${ring[@]}" --cuda-sync
 bench transports-4k --memory cuda --size 3840x2160 --subscribers 1 --frames 2000 \
     --plot "$out/latency-cuda-4k.svg"
