@@ -277,7 +277,8 @@ impl Subscriber {
             cuda: config.cuda,
             cuda_device: config.cuda_device,
         };
-        let mapping = open_mapping(info.memory, &source, &mut fds)?;
+        let mapping = open_mapping(info.memory, &source, &mut fds)
+            .map_err(|e| publisher_gone_or(&mut chan, e, &key))?;
         crate::testhook::abort_at("sub-after-accept");
         let ring = Arc::new(Ring {
             header,
@@ -548,6 +549,22 @@ fn refusal_or(chan: &mut Channel, err: Error, key: &str) -> Error {
     }
 }
 
+/// Opening the slots failed: when the publisher died meanwhile (its CUDA IPC
+/// handles die with it), say that rather than the driver's error.
+fn publisher_gone_or(chan: &mut Channel, err: Error, key: &str) -> Error {
+    match chan.try_recv() {
+        Err(e) if e.kind() == ErrorKind::Disconnected => Error::new(
+            ErrorKind::Disconnected,
+            format!("disconnected: publisher of '{key}' went away during the handshake ({err})"),
+        ),
+        Ok(Some(received)) => match handle_unexpected(chan, received.msg, key) {
+            Err(refusal) => refusal,
+            Ok(()) => err,
+        },
+        _ => err,
+    }
+}
+
 /// Receives until a message of `kind` arrives; answers PING, turns ERROR and
 /// SHUTDOWN into errors.
 fn expect(chan: &mut Channel, deadline: Instant, kind: u32, key: &str) -> Result<Message> {
@@ -576,5 +593,34 @@ fn handle_unexpected(chan: &Channel, msg: Message, key: &str) -> Result<()> {
             "publisher of '{key}' sent unexpected {} during the handshake",
             other.name()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+
+    #[test]
+    fn a_failed_slot_mapping_with_the_publisher_gone_is_a_disconnection() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut chan = Channel::new(ours, "publisher").unwrap();
+        let driver_error = Error::new(
+            ErrorKind::Cuda,
+            "cuIpcOpenMemHandle failed: CUDA_ERROR_INVALID_HANDLE",
+        );
+        // The publisher is alive: the driver's error stands.
+        let err = publisher_gone_or(&mut chan, driver_error.clone(), "cam");
+        assert_eq!(err.kind(), ErrorKind::Cuda, "{err}");
+        // It died: its socket is at EOF, and that is what the caller hears.
+        drop(theirs);
+        let err = publisher_gone_or(&mut chan, driver_error, "cam");
+        assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
+        assert!(
+            err.to_string().contains("went away during the handshake"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("cuIpcOpenMemHandle"), "{err}");
     }
 }
