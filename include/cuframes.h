@@ -167,6 +167,16 @@ typedef struct cuframes_publisher_config {
      * group. NULL (init): 0600, this user and root only.
      */
     const char *group;
+    /**
+     * CUDA memory without `cuda_context`: the device whose primary context
+     * holds the slots. init: -1 = the current context, else device 0;
+     * n >= 0: device n's primary context (even when another context is
+     * current); below -1: INVALID_ARGUMENT. Ignored with `cuda_context`
+     * set, and for host memory. A zero-initialised config (no
+     * `cuframes_publisher_config_init`) means device 0: set -1 there to
+     * keep the current context.
+     */
+    int32_t cuda_device;
 } cuframes_publisher_config;
 
 /**
@@ -566,8 +576,8 @@ cuframes_status cuframes_frame_layout_get(cuframes_format format,
 /**
  * Fills `config` with the defaults: key, format, size NULL/0 (to be set),
  * ring_size 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0,
- * CUDA context and stream NULL, runtime_dir NULL. Does nothing when
- * `config` is NULL.
+ * CUDA context and stream NULL, runtime_dir NULL, external_slots NULL,
+ * group NULL, cuda_device -1. Does nothing when `config` is NULL.
  *
  * # Safety
  *

@@ -43,6 +43,7 @@ class PublisherConfig(ctypes.Structure):
         ("runtime_dir", ctypes.c_char_p),
         ("external_slots", ctypes.POINTER(ctypes.c_uint64)),
         ("group", ctypes.c_char_p),
+        ("cuda_device", ctypes.c_int32),
     ]
 
 
@@ -259,7 +260,7 @@ def _check_layout() -> None:
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return
     expected = {
-        PublisherConfig: 88,
+        PublisherConfig: 96,
         SubscriberConfig: 56,
         StreamInfo: 80,
         Slot: 80,

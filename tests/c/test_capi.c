@@ -121,6 +121,8 @@ static int test_config_init_defaults(void) {
     CHECK(p.memory == CUFRAMES_MEMORY_AUTO);
     CHECK(p.fps_num == 0 && p.fps_den == 0);
     CHECK(p.cuda_context == NULL && p.cuda_stream == NULL);
+    CHECK(p.external_slots == NULL && p.group == NULL);
+    CHECK(p.cuda_device == -1);
     cuframes_subscriber_config_init(&s);
     CHECK(s.key == NULL && s.name == NULL && s.runtime_dir == NULL);
     CHECK(s.mode == CUFRAMES_MODE_SEQUENTIAL);
@@ -141,7 +143,7 @@ static int test_publisher_bad_config(void) {
     cuframes_stream_info info;
     int i;
     unique_key(key, sizeof key, "badcfg");
-    for (i = 0; i < 8; i++) {
+    for (i = 0; i < 9; i++) {
         cuframes_status want = CUFRAMES_ERR_INVALID_ARGUMENT;
         const char *mentions = "";
         publisher_config(&config, key, CUFRAMES_FORMAT_NV12, 33, 17);
@@ -158,6 +160,7 @@ static int test_publisher_bad_config(void) {
             want = CUFRAMES_ERR_UNSUPPORTED;
             mentions = "CUDA";
             break;
+        case 8: config.cuda_device = -2; mentions = "config.cuda_device -2"; break;
         }
         publisher = SENTINEL(cuframes_publisher);
         CHECK_STATUS(cuframes_publisher_create(&config, &publisher), want);

@@ -65,6 +65,14 @@ pub struct cuframes_publisher_config {
     /// user and root: socket and shared header become 0660 with that
     /// group. NULL (init): 0600, this user and root only.
     pub group: *const c_char,
+    /// CUDA memory without `cuda_context`: the device whose primary context
+    /// holds the slots. init: -1 = the current context, else device 0;
+    /// n >= 0: device n's primary context (even when another context is
+    /// current); below -1: INVALID_ARGUMENT. Ignored with `cuda_context`
+    /// set, and for host memory. A zero-initialised config (no
+    /// `cuframes_publisher_config_init`) means device 0: set -1 there to
+    /// keep the current context.
+    pub cuda_device: i32,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -116,6 +124,7 @@ impl cuframes_publisher_config {
             runtime_dir: std::ptr::null(),
             external_slots: std::ptr::null(),
             group: std::ptr::null(),
+            cuda_device: -1,
         }
     }
 
@@ -150,6 +159,13 @@ impl cuframes_publisher_config {
             rate => Some(rate),
         };
         config.cuda = cuda_binding(self.cuda_context, self.cuda_stream);
+        if self.cuda_device < -1 {
+            return Err(invalid(format!(
+                "config.cuda_device {} is no device ordinal (-1 = the current context, else device 0)",
+                self.cuda_device
+            )));
+        }
+        config.cuda_device = self.cuda_device;
         // SAFETY: by this function's contract.
         config.runtime_dir = unsafe { optional_path(self.runtime_dir) };
         if !self.external_slots.is_null() {

@@ -24,8 +24,8 @@ pub struct cuframes_publisher {
 
 /// Fills `config` with the defaults: key, format, size NULL/0 (to be set),
 /// ring_size 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0,
-/// CUDA context and stream NULL, runtime_dir NULL. Does nothing when
-/// `config` is NULL.
+/// CUDA context and stream NULL, runtime_dir NULL, external_slots NULL,
+/// group NULL, cuda_device -1. Does nothing when `config` is NULL.
 ///
 /// # Safety
 ///

@@ -25,6 +25,10 @@ fn config_init_defaults() {
     );
     assert_eq!((p.fps_num, p.fps_den), (0, 0));
     assert!(p.cuda_context.is_null() && p.cuda_stream.is_null());
+    assert_eq!(
+        p.cuda_device, -1,
+        "init: the current context, as before the field"
+    );
     let mut fresh = publisher_config(&key, &dir, 0);
     // SAFETY: a valid config to overwrite.
     unsafe { cuframes_publisher_config_init(&mut fresh) };
@@ -109,6 +113,18 @@ fn bad_publisher_configs_leave_the_out_parameter_alone() {
             CUFRAMES_ERR_UNSUPPORTED,
             "CUDA",
         ),
+        (
+            "cuda_device -2",
+            |c, _| c.cuda_device = -2,
+            CUFRAMES_ERR_INVALID_ARGUMENT,
+            "config.cuda_device -2",
+        ),
+        (
+            "cuda_device INT32_MIN",
+            |c, _| c.cuda_device = i32::MIN,
+            CUFRAMES_ERR_INVALID_ARGUMENT,
+            "config.cuda_device -2147483648",
+        ),
     ];
     for (name, edit, want, mentions) in cases {
         let mut config = publisher_config(&key, &dir_c, CUFRAMES_FORMAT_NV12);
@@ -124,9 +140,11 @@ fn bad_publisher_configs_leave_the_out_parameter_alone() {
             last_error()
         );
     }
-    // ring_size 0 means the default, 4.
+    // ring_size 0 means the default, 4; a device ordinal is no concern of
+    // host memory.
     let mut config = publisher_config(&key, &dir_c, CUFRAMES_FORMAT_NV12);
     config.ring_size = 0;
+    config.cuda_device = 3;
     config.ack_timeout_ms = 0;
     config.fps_num = 30000;
     config.fps_den = 1001;

@@ -69,6 +69,11 @@ pub struct PublishArgs {
     /// shared memory 0660 with that group (default: 0600, this user and root).
     #[arg(long)]
     pub group: Option<String>,
+    /// CUDA device ordinal whose primary context holds the slots (default:
+    /// device 0). Implies CUDA memory: an error with --memory host or
+    /// without a usable GPU.
+    #[arg(long, value_name = "N")]
+    pub cuda_device: Option<u32>,
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,
@@ -96,6 +101,11 @@ pub struct SubscribeArgs {
     /// Print the summary as a JSON object on the last line.
     #[arg(long)]
     pub json: bool,
+    /// CUDA device ordinal whose primary context maps CUDA frames (default:
+    /// device 0); on another GPU than the publisher's, frames are read over
+    /// peer access. An error without a usable GPU.
+    #[arg(long, value_name = "N")]
+    pub cuda_device: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -24,6 +24,16 @@ pub fn parse_size(text: &str) -> Result<(u32, u32)> {
     })
 }
 
+/// `--cuda-device N` as the library's ordinal.
+pub fn cuda_ordinal(device: u32) -> Result<i32> {
+    i32::try_from(device).map_err(|_| {
+        Error::new(
+            cuframes::ErrorKind::InvalidArgument,
+            format!("bad --cuda-device {device}: not a device ordinal"),
+        )
+    })
+}
+
 /// A frame rate as a fraction with denominator 1000 (reduced), e.g. 29.97 → 2997/100.
 fn fps_fraction(fps: f64) -> (u32, u32) {
     let num = (fps * 1000.0).round() as u64;
@@ -60,6 +70,19 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     config.policy = Policy::parse(&a.policy)?;
     config.ack_timeout = Duration::from_millis(a.ack_timeout_ms);
     config.memory = MemoryRequest::parse(&a.memory)?;
+    if let Some(device) = a.cuda_device {
+        // Naming a GPU asks for CUDA memory: auto must not fall back to host.
+        config.memory = match config.memory {
+            MemoryRequest::Host => {
+                return Err(Error::new(
+                    cuframes::ErrorKind::InvalidArgument,
+                    "--cuda-device needs CUDA memory (--memory cuda or auto), not --memory host",
+                ));
+            }
+            MemoryRequest::Auto | MemoryRequest::Cuda => MemoryRequest::Cuda,
+        };
+        config.cuda_device = cuda_ordinal(device)?;
+    }
     let fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
     config.fps = fps;
     config.group = a.group.clone();
@@ -67,6 +90,10 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     let memory_note = match (publisher.memory(), cuframes::cuda_unavailable_reason()) {
         (MemoryKind::Host, Some(why)) if a.memory == "auto" => format!("host memory ({why})"),
         (kind, _) => format!("{} memory", kind.name()),
+    };
+    let memory_note = match a.cuda_device {
+        Some(device) => format!("{memory_note} on CUDA device {device}"),
+        None => memory_note,
     };
     let say = |text: String| {
         if !a.quiet {
@@ -190,5 +217,8 @@ mod tests {
         assert_eq!(fps_fraction(30.0), (30, 1));
         assert_eq!(fps_fraction(29.97), (2997, 100));
         assert_eq!(fps_fraction(0.5), (1, 2));
+        assert_eq!(cuda_ordinal(0).unwrap(), 0);
+        assert_eq!(cuda_ordinal(7).unwrap(), 7);
+        assert!(cuda_ordinal(u32::MAX).is_err());
     }
 }

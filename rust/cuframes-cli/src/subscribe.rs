@@ -4,7 +4,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use cuframes::{
-    Error, ErrorKind, MemoryKind, Result, Subscriber, SubscriberConfig, SubscriberMode, clock, pattern,
+    Error, ErrorKind, MemoryKind, MemoryRequest, Result, Subscriber, SubscriberConfig, SubscriberMode, clock,
+    pattern,
 };
 use serde_json::json;
 
@@ -27,12 +28,21 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         config.name = name.clone();
     }
     config.mode = mode;
+    if let Some(device) = a.cuda_device {
+        // Naming a GPU needs one, whatever memory the publisher uses.
+        MemoryRequest::Cuda.resolve()?;
+        config.cuda_device = crate::publish::cuda_ordinal(device)?;
+    }
     let mut sub = Subscriber::connect(config)?;
     let info = sub.info().clone();
     let layout = info.layout.clone();
     if !a.json {
+        let peer = match sub.cuda_peer_device() {
+            Some(device) => format!(", read over peer access from CUDA device {device}"),
+            None => String::new(),
+        };
         eprintln!(
-            "cuframes: subscribed to '{}' as bit {}: {} {}x{}, ring {}, {} memory",
+            "cuframes: subscribed to '{}' as bit {}: {} {}x{}, ring {}, {} memory{peer}",
             a.key,
             sub.bit(),
             layout.format(),

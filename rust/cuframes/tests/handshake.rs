@@ -312,7 +312,7 @@ fn bad_configs_are_refused_with_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("cfg");
     type Mutation = fn(&mut cuframes::PublisherConfig);
-    let cases: [(Mutation, &str); 7] = [
+    let cases: [(Mutation, &str); 8] = [
         (|c| c.ring_size = 0, "ring size 0"),
         (|c| c.ring_size = 17, "ring size 17"),
         (|c| c.width = 0, "out of range"),
@@ -326,6 +326,7 @@ fn bad_configs_are_refused_with_clear_errors() {
             "ACK timeout",
         ),
         (|c| c.memory = cuframes::MemoryRequest::Cuda, "CUDA"),
+        (|c| c.cuda_device = -2, "cuda_device -2 is no device ordinal"),
     ];
     for (mutate, phrase) in cases {
         let mut c = config(&key, dir.path());

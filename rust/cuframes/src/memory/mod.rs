@@ -185,6 +185,11 @@ pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
     /// Copies plane `plane` of slot `index` into host memory `dst` (at the
     /// layout's pitch; at least pitch × (rows-1) + row_bytes bytes).
     fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()>;
+    /// CUDA: the publisher's device ordinal (this process's numbering) when
+    /// frames are read over peer access from another GPU; None otherwise.
+    fn peer_device(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// Checks that host source planes can hold a frame of `layout`.

@@ -115,8 +115,12 @@ pub struct PublisherConfig {
     /// context and copies queued on that stream (CUDA memory), or device
     /// frames downloaded with them (host memory).
     pub cuda: Option<CudaBinding>,
-    /// CUDA device ordinal when no context is given (-1 = the current
-    /// context, else device 0).
+    /// CUDA memory without a context in `cuda`: the device whose primary
+    /// context holds the slots. -1 (default): the current context, else
+    /// device 0's primary context; n ≥ 0: device n's primary context, even
+    /// when another context is current. Below -1: INVALID_ARGUMENT.
+    /// Subscribers on another GPU read the frames over peer access when
+    /// the GPUs can peer (decision 21).
     pub cuda_device: i32,
     /// How long a connecting subscriber may take to finish its handshake.
     pub handshake_timeout: Duration,
@@ -213,6 +217,12 @@ impl Publisher {
             && (num == 0 || den == 0)
         {
             return Err(Error::invalid(format!("frame rate {num}/{den} is not positive")));
+        }
+        if config.cuda_device < -1 {
+            return Err(Error::invalid(format!(
+                "cuda_device {} is no device ordinal (-1 = the current context, else device 0; n >= 0 = device n)",
+                config.cuda_device
+            )));
         }
         let memory = config.memory.resolve()?;
         let layout = FrameLayout::aligned(config.format, config.width, config.height, PITCH_ALIGNMENT)?;

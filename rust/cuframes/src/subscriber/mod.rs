@@ -317,6 +317,14 @@ impl Subscriber {
         &self.info
     }
 
+    /// CUDA memory on another GPU than this subscriber's context: the
+    /// publisher's device ordinal (this process's numbering), whose frames
+    /// are read over peer access (decision 21). None on the same GPU, for
+    /// host memory, and when the publisher did not name its GPU.
+    pub fn cuda_peer_device(&self) -> Option<i32> {
+        self.ring.mapping.peer_device()
+    }
+
     /// The subscriber bit the publisher assigned (1..=31).
     pub fn bit(&self) -> u32 {
         self.ring.bit

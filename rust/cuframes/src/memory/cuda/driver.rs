@@ -167,11 +167,7 @@ impl Context {
 
     /// The device's 16-byte UUID (stable across processes, unlike ordinals).
     pub(crate) fn device_uuid(&self) -> Result<[u8; 16]> {
-        let mut uuid = sys::CUuuid { bytes: [0; 16] };
-        // SAFETY: `device` is valid; valid out-pointer.
-        let result = unsafe { sys::cuDeviceGetUuid(&mut uuid, self.device) };
-        check(result, "cuDeviceGetUuid")?;
-        Ok(uuid.bytes.map(|b| b as u8))
+        device_uuid(self.device)
     }
 
     /// Whether the device can share events between processes.
@@ -197,6 +193,61 @@ impl Drop for Context {
             let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
         }
     }
+}
+
+/// How many devices the driver shows this process (`CUDA_VISIBLE_DEVICES`).
+pub(crate) fn device_count() -> Result<i32> {
+    require()?;
+    let mut count = 0;
+    // SAFETY: the driver is initialised (require()); valid out-pointer.
+    let result = unsafe { sys::cuDeviceGetCount(&mut count) };
+    check(result, "cuDeviceGetCount")?;
+    Ok(count)
+}
+
+/// The device handle of ordinal `ordinal` (0..device_count()).
+pub(crate) fn device_get(ordinal: i32) -> Result<sys::CUdevice> {
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: valid out-pointer; an out-of-range ordinal is an error code.
+    let result = unsafe { sys::cuDeviceGet(&mut device, ordinal) };
+    check(result, "cuDeviceGet")?;
+    Ok(device)
+}
+
+/// A device's 16-byte UUID (the bytes of nvidia-smi's `GPU-…` UUID).
+pub(crate) fn device_uuid(device: sys::CUdevice) -> Result<[u8; 16]> {
+    let mut uuid = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: `device` came from the driver; valid out-pointer.
+    let result = unsafe { sys::cuDeviceGetUuid(&mut uuid, device) };
+    check(result, "cuDeviceGetUuid")?;
+    Ok(uuid.bytes.map(|b| b as u8))
+}
+
+/// A device's name ("NVIDIA H200"), or "?" when the driver does not say.
+pub(crate) fn device_name(device: sys::CUdevice) -> String {
+    let mut name = [0 as std::ffi::c_char; 256];
+    // SAFETY: `device` came from the driver; the buffer holds `len` bytes
+    // and the driver writes a NUL-terminated string of at most that many.
+    let result = unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device) };
+    if result != sys::CUresult::CUDA_SUCCESS {
+        return "?".into();
+    }
+    let last = name.len() - 1;
+    name[last] = 0; // never trust the terminator
+    // SAFETY: NUL-terminated within the buffer (set just above at the latest).
+    unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether contexts on `device` can access memory on `peer` directly
+/// (`cuDeviceCanAccessPeer`).
+pub(crate) fn can_access_peer(device: sys::CUdevice, peer: sys::CUdevice) -> Result<bool> {
+    let mut can = 0;
+    // SAFETY: both devices came from the driver; valid out-pointer.
+    let result = unsafe { sys::cuDeviceCanAccessPeer(&mut can, device, peer) };
+    check(result, "cuDeviceCanAccessPeer")?;
+    Ok(can != 0)
 }
 
 fn current_device() -> Result<sys::CUdevice> {
@@ -246,7 +297,10 @@ pub(crate) fn ipc_mem_handle(ptr: CUdeviceptr) -> Result<[u8; 64]> {
     Ok(handle.reserved.map(|b| b as u8))
 }
 
-/// Opens another process's allocation; close with `ipc_close`.
+/// Opens another process's allocation in the current context; close with
+/// `ipc_close`. On another device than the allocation's, the driver enables
+/// peer access (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, the only flag; callers
+/// check `can_access_peer` first); on the same device the flag does nothing.
 pub(crate) fn ipc_open(handle: &[u8; 64]) -> Result<CUdeviceptr> {
     let handle = sys::CUipcMemHandle {
         reserved: handle.map(|b| b as std::ffi::c_char),

@@ -10,9 +10,12 @@
 //!
 //! Subscriber: opens every handle once in the caller's context, waits on
 //! the event on the caller's stream before handing a frame out, and closes
-//! every mapping when the last lease and the subscriber are gone.
+//! every mapping when the last lease and the subscriber are gone. A context
+//! on another GPU than the publisher's reads the frames over peer access
+//! when the two GPUs can peer, and is refused otherwise (`route`).
 
 pub(crate) mod driver;
+pub(crate) mod route;
 
 use self::driver::{CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
 use super::{DevicePlane, HostPlane, MemoryKind, PlanePtr, SlotMapping, SlotPool};
@@ -226,6 +229,30 @@ pub(crate) struct CudaMapping {
     slots: Vec<CUdeviceptr>,
     plane_offsets: Vec<usize>,
     event: usize,
+    /// The publisher's device ordinal (this process's numbering) when the
+    /// frames are read over peer access from another GPU.
+    peer_device: Option<i32>,
+}
+
+/// The driver behind `route::plan`.
+struct DriverDevices;
+
+impl route::Devices for DriverDevices {
+    fn count(&self) -> Result<i32> {
+        driver::device_count()
+    }
+    fn get(&self, ordinal: i32) -> Result<i32> {
+        driver::device_get(ordinal)
+    }
+    fn uuid(&self, device: i32) -> Result<[u8; 16]> {
+        driver::device_uuid(device)
+    }
+    fn name(&self, device: i32) -> String {
+        driver::device_name(device)
+    }
+    fn can_access_peer(&self, device: i32, peer: i32) -> Result<bool> {
+        driver::can_access_peer(device, peer)
+    }
 }
 
 impl CudaMapping {
@@ -241,23 +268,26 @@ impl CudaMapping {
         let ctx = Context::resolve(binding.context, device)?;
         let _current = ctx.enter()?;
         let ours = ctx.device_uuid()?;
-        if publisher_uuid != [0; 16] && publisher_uuid != ours {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "the publisher's frames are on another GPU (uuid {}) than this subscriber's CUDA context (uuid {}); sharing across GPUs is not supported yet",
-                    hex(&publisher_uuid),
-                    hex(&ours)
-                ),
-            ));
-        }
+        // Same GPU (or one the publisher did not name): no further driver
+        // call, as before. Another GPU: peer access, or a refusal naming both.
+        let peer_device = match route::plan(&DriverDevices, ctx.device, ours, publisher_uuid)? {
+            route::Route::Peer { publisher } => Some(publisher),
+            _ => None,
+        };
         let mut mapping = CudaMapping {
             stream: binding.stream,
             slots: Vec::with_capacity(slots.len()),
             plane_offsets: layout.planes().iter().map(|p| p.offset).collect(),
             event: 0,
+            peer_device,
             ctx,
         };
+        // Both routes open the handles the same way, in the subscriber's
+        // context: `ipc_open` passes CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (the
+        // driver enables peer access when the memory is on another device;
+        // on the same device the flag does nothing), and the event opens
+        // in this context too (cuStreamWaitEvent accepts an event of
+        // another device).
         for (index, slot) in slots.iter().enumerate() {
             let ptr = driver::ipc_open(&slot.mem_handle)
                 .map_err(|e| Error::new(e.kind(), format!("slot {index}: {e}")))?;
@@ -268,11 +298,11 @@ impl CudaMapping {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 impl SlotMapping for CudaMapping {
+    fn peer_device(&self) -> Option<i32> {
+        self.peer_device
+    }
+
     fn plane(&self, index: usize, plane: usize) -> PlanePtr {
         PlanePtr::Device(self.slots[index] + self.plane_offsets[plane] as CUdeviceptr)
     }
