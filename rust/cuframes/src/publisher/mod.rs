@@ -449,26 +449,9 @@ impl Publisher {
     /// in the ring (or left), e.g. before destroying a publisher whose last
     /// frames must arrive. Subscribers are not dropped on timeout.
     pub fn flush(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut backoff = Backoff::new();
-        loop {
-            let pending: u32 = (0..self.ring_size).fold(0, |acc, slot| acc | self.missing_acks(slot));
-            if pending == 0 {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "'{}': {} subscriber(s) still hold frames after {} ms",
-                        self.key,
-                        pending.count_ones(),
-                        timeout.as_millis()
-                    ),
-                ));
-            }
-            backoff.wait();
-        }
+        self.wait_until_none(timeout, Self::owing_acks, |pending| {
+            format!("{pending} subscriber(s) still hold frames")
+        })
     }
 
     /// Waits until every active subscriber has taken the newest frame (it
@@ -479,31 +462,49 @@ impl Publisher {
     /// does). A subscriber that never writes the taken seq (extension, see
     /// docs/protocol-notes.md) is waited for as by `flush`.
     pub fn wait_delivered(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
         let newest = self.next_seq - 1;
+        let not_taken = |p: &Self| {
+            let owing = p.owing_acks();
+            (0..32usize)
+                .filter(|&bit| owing & (1 << bit) != 0)
+                .filter(|&bit| {
+                    let taken = p.registry.header.subscriber_field(bit, offsets::SUB_LAST_TAKEN);
+                    taken.load(Ordering::Acquire) < newest
+                })
+                .fold(0u32, |acc, bit| acc | (1 << bit))
+        };
+        self.wait_until_none(timeout, not_taken, |pending| {
+            format!("{pending} subscriber(s) have not taken frame {newest}")
+        })
+    }
+
+    /// Subscribers that still owe an ACK for some frame in the ring.
+    fn owing_acks(&self) -> u32 {
+        (0..self.ring_size).fold(0, |acc, slot| acc | self.missing_acks(slot))
+    }
+
+    /// Polls `pending` (a subscriber bitmask) until it is empty, or fails
+    /// with TIMEOUT and `what(count)` after `timeout`.
+    fn wait_until_none(
+        &self,
+        timeout: Duration,
+        pending: impl Fn(&Self) -> u32,
+        what: impl Fn(u32) -> String,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
         let mut backoff = Backoff::new();
         loop {
-            let owing: u32 = (0..self.ring_size).fold(0, |acc, slot| acc | self.missing_acks(slot));
-            let pending = (0..32u32)
-                .filter(|bit| owing & (1 << bit) != 0)
-                .filter(|&bit| {
-                    let taken = self
-                        .registry
-                        .header
-                        .subscriber_field(bit as usize, offsets::SUB_LAST_TAKEN)
-                        .load(Ordering::Acquire);
-                    taken < newest
-                })
-                .count();
-            if pending == 0 {
+            let left = pending(self);
+            if left == 0 {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
-                        "'{}': {pending} subscriber(s) have not taken frame {newest} after {} ms",
+                        "'{}': {} after {} ms",
                         self.key,
+                        what(left.count_ones()),
                         timeout.as_millis()
                     ),
                 ));
