@@ -42,7 +42,9 @@ pub use memory::{
     cuda_unavailable_reason,
 };
 pub use publisher::{PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats, SubscriberInfo};
-pub use subscriber::{FrameLease, PlaneView, Subscriber, SubscriberConfig, SubscriberMode, SubscriberStats};
+pub use subscriber::{
+    CopyMode, FrameLease, PlaneView, Subscriber, SubscriberConfig, SubscriberMode, SubscriberStats,
+};
 
 /// This library's version (major, minor, patch), as written in shared headers.
 pub fn library_version() -> (u32, u32, u32) {

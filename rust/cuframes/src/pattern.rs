@@ -13,8 +13,12 @@
 
 use crate::format::{FrameLayout, PixelFormat};
 
+/// Wrapping: values are taken mod 256 or 1024 (divisors of 2^64), and a
+/// seq read from a scribbled header may be anything.
 fn row_base(frame: u64, plane: usize, y: usize) -> u64 {
-    3 * y as u64 + 7 * frame + 61 * plane as u64
+    (3 * y as u64)
+        .wrapping_add(frame.wrapping_mul(7))
+        .wrapping_add(61 * plane as u64)
 }
 
 /// Writes row `y` of plane `plane` of frame `frame` into `row` (`row_bytes` long).
@@ -22,7 +26,7 @@ pub fn fill_row(format: PixelFormat, frame: u64, plane: usize, y: usize, row: &m
     let base = row_base(frame, plane, y);
     if format == PixelFormat::P010 {
         for (s, sample) in row.chunks_exact_mut(2).enumerate() {
-            let v = (((base + s as u64) % 1024) << 6) as u16;
+            let v = ((base.wrapping_add(s as u64) % 1024) << 6) as u16;
             sample.copy_from_slice(&v.to_le_bytes());
         }
     } else {
@@ -39,7 +43,7 @@ pub fn check_row(format: PixelFormat, frame: u64, plane: usize, y: usize, row: &
     let base = row_base(frame, plane, y);
     if format == PixelFormat::P010 {
         row.chunks_exact(2).enumerate().all(|(s, sample)| {
-            let v = (((base + s as u64) % 1024) << 6) as u16;
+            let v = ((base.wrapping_add(s as u64) % 1024) << 6) as u16;
             sample == v.to_le_bytes()
         })
     } else {

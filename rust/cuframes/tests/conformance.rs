@@ -46,7 +46,9 @@ fn struct_sizes_and_offsets_match_the_spec_tables() {
         (offset_of!(SharedHeader, global_seq), 0x00C0),
         (offset_of!(SharedHeader, subscriber_bitmap), 0x00C8),
         (offset_of!(SharedHeader, shutdown_flag), 0x00D0),
-        (offset_of!(SharedHeader, reserved_b), 0x00D8),
+        (offset_of!(SharedHeader, ack_futex), 0x00D8),
+        (offset_of!(SharedHeader, publisher_waiting), 0x00DC),
+        (offset_of!(SharedHeader, reserved_b), 0x00E0),
         (offset_of!(SharedHeader, slots), 0x0100),
         (offset_of!(SharedHeader, subscribers), 0x0D00),
     ];
@@ -116,7 +118,9 @@ fn live_header_is_byte_exact() {
     let bit = sub.bit() as usize;
     assert_eq!(u64_at(&b, 0xC8), 1 << bit, "subscriber_bitmap");
     assert_eq!(u64_at(&b, 0xD0), 0, "shutdown_flag");
-    assert!(zero(&b, 0xD8..0x100), "reserved_b");
+    assert_eq!(u32_at(&b, 0xD8), 1, "extension ack_futex: bumped by the one ACK");
+    assert_eq!(u32_at(&b, 0xDC), 0, "extension publisher_waiting: not waiting");
+    assert!(zero(&b, 0xE0..0x100), "reserved_b");
     // Slots at 0x100, 192 bytes each; seq s lives in slot s % ring.
     for seq in 1..=3u64 {
         let s = 0x100 + (seq as usize % 4) * 192;

@@ -121,13 +121,24 @@ fn drop_oldest_reports_an_overwritten_lease() {
     let lease = sub.next(SECOND).unwrap();
     assert!(lease.is_intact() && lease_matches(&lease));
     for _ in 0..2 {
-        publish_pattern(&mut publisher); // seq 3 lands in seq 1's slot
+        // Decision 22: seq 3 spares the held seq 1 and replaces the unread seq 2.
+        publish_pattern(&mut publisher);
     }
+    assert!(
+        lease.is_intact(),
+        "a held frame is spared while an unread one can go"
+    );
+    let third = sub.next(SECOND).unwrap();
+    assert_eq!(third.seq(), 3);
+    assert_eq!(sub.stats().dropped, 1, "seq 2 was lost, and counted");
+    publish_pattern(&mut publisher); // every slot held: the oldest goes
     assert!(!lease.is_intact());
     assert!(!lease_matches(&lease), "the bytes really changed under the lease");
+    assert!(third.is_intact() && lease_matches(&third));
     let err = lease.release().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Overwritten);
     assert_eq!(sub.stats().overwritten, 1);
+    third.release().unwrap();
 }
 
 #[test]

@@ -14,8 +14,8 @@ use nix::sys::stat::fstat;
 use nix::unistd::ftruncate;
 
 use super::cuda::driver::{self, Context, Mem};
-use super::{CudaBinding, DevicePlane, HostPlane, MemoryKind, PlanePtr, SlotMapping, SlotPool};
-use crate::error::{Error, Result};
+use super::{CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::shm::region::{Access, MappedRegion};
 use crate::wire::fd_purpose;
@@ -257,6 +257,52 @@ impl HostMapping {
 }
 
 impl SlotMapping for HostMapping {
+    fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame> {
+        Ok(LocalFrame::Host(vec![0u8; layout.size()].into_boxed_slice()))
+    }
+
+    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
+        let LocalFrame::Host(bytes) = dst else {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "host slots copy into host memory",
+            ));
+        };
+        let len = layout.size().min(bytes.len());
+        // SAFETY: open() checked that the slot (offset + frame size) lies
+        // inside the mapping; `bytes` is a distinct buffer of at least `len`
+        // bytes. The publisher may rewrite the slot meanwhile (drop-oldest):
+        // the caller's seqlock check discards such a copy.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.region.as_ptr().add(self.slot_offsets[index]),
+                bytes.as_mut_ptr(),
+                len,
+            )
+        };
+        Ok(())
+    }
+
+    fn free_local(&self, frame: LocalFrame) {
+        drop(frame);
+    }
+
+    fn read_local_plane(
+        &self,
+        frame: &LocalFrame,
+        plane: usize,
+        layout: &FrameLayout,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let LocalFrame::Host(bytes) = frame else {
+            return Err(Error::new(ErrorKind::Internal, "host copies are host memory"));
+        };
+        let p = layout.planes()[plane];
+        let len = p.pitch * (p.rows - 1) + p.row_bytes;
+        dst[..len].copy_from_slice(&bytes[p.offset..p.offset + len]);
+        Ok(())
+    }
+
     fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()> {
         let p = layout.planes()[plane];
         let len = p.pitch * (p.rows - 1) + p.row_bytes;

@@ -173,8 +173,49 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>>;
 }
 
+/// A subscriber's private copy of a frame (decision 25), laid out like a
+/// slot: host bytes, or device memory in the subscriber's CUDA context.
+#[derive(Debug)]
+pub(crate) enum LocalFrame {
+    /// Host memory.
+    Host(Box<[u8]>),
+    /// CUDA device memory.
+    Device(cuda::LocalDeviceFrame),
+}
+
+impl LocalFrame {
+    /// Start of plane `plane`.
+    pub(crate) fn plane(&self, layout: &FrameLayout, plane: usize) -> PlanePtr {
+        let offset = layout.planes()[plane].offset;
+        match self {
+            LocalFrame::Host(bytes) => PlanePtr::Host(bytes[offset..].as_ptr()),
+            LocalFrame::Device(frame) => PlanePtr::Device(frame.ptr() + offset as u64),
+        }
+    }
+}
+
 /// Subscriber side: the ring's slots as mapped in this process.
 pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
+    /// A new private buffer for one frame.
+    fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame>;
+    /// Copies slot `index`'s frame into `dst`; the copy is complete when
+    /// this returns (the slot may be released right after).
+    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()>;
+    /// The consumer gave `frame` back (CUDA: later copies into it wait for
+    /// the work queued on the caller's stream until now).
+    fn recycle(&self, _frame: &mut LocalFrame) -> Result<()> {
+        Ok(())
+    }
+    /// Frees a private buffer.
+    fn free_local(&self, frame: LocalFrame);
+    /// Copies plane `plane` of a private frame into host memory `dst`.
+    fn read_local_plane(
+        &self,
+        frame: &LocalFrame,
+        plane: usize,
+        layout: &FrameLayout,
+        dst: &mut [u8],
+    ) -> Result<()>;
     /// Start of plane `plane` of slot `index`.
     fn plane(&self, index: usize, plane: usize) -> PlanePtr;
     /// Orders the caller's work after the publish of slot `index` (CUDA:

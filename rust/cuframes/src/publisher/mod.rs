@@ -7,7 +7,7 @@ mod registry;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{Ordering, fence};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub use registry::SubscriberInfo;
@@ -15,7 +15,6 @@ pub use registry::SubscriberInfo;
 use self::control::{ControlSetup, ControlStats, ControlThread};
 use self::registry::Registry;
 use crate::access;
-use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
 use crate::memory::{
@@ -23,14 +22,18 @@ use crate::memory::{
 };
 use crate::resources::{KeyClaim, KeyPaths};
 use crate::shm::header::ShmHeader;
+use crate::shm::ring::{SlotState, choose_slot};
 use crate::wire::layout::{
     FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
-    POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SEQ_INVALID, SharedHeader, offsets,
+    POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader,
 };
 use crate::wire::message::{HelloAccept, Message};
 
 /// Row alignment of slots (CUDA's texture pitch alignment; also good for SIMD).
 pub const PITCH_ALIGNMENT: usize = 256;
+
+/// Default of [`PublisherConfig::startup_timeout`], in ms.
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
 
 /// Where the next frame goes (see [`Publisher::acquire_slot`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,8 +108,13 @@ pub struct PublisherConfig {
     pub ring_size: usize,
     /// Full-ring behaviour (default drop-oldest).
     pub policy: Policy,
-    /// STRICT_WAIT: how long a subscriber may hold up a slot (default 1 s).
+    /// STRICT_WAIT: how long a subscriber may hold up the ring (no slot
+    /// free for the next frame) before it is dropped (default 1 s).
     pub ack_timeout: Duration,
+    /// STRICT_WAIT: how long after joining a subscriber may hold up the ring
+    /// before it is dropped, while its consumer is still starting (default
+    /// 10 s; decision 23). Never shorter than `ack_timeout` in effect.
+    pub startup_timeout: Duration,
     /// Which memory (default auto).
     pub memory: MemoryRequest,
     /// Frame rate (num, den), advertised to subscribers.
@@ -152,6 +160,7 @@ impl PublisherConfig {
             ring_size: 4,
             policy: Policy::DropOldest,
             ack_timeout: Duration::from_millis(1000),
+            startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
             memory: MemoryRequest::Auto,
             fps: None,
             cuda: None,
@@ -188,6 +197,9 @@ pub struct Publisher {
     ring_size: usize,
     policy: Policy,
     ack_timeout: Duration,
+    startup_timeout: Duration,
+    /// The seq each slot holds (0: none yet), from our own bookkeeping.
+    slot_seqs: [u64; MAX_RING_SIZE],
     pool: Box<dyn SlotPool>,
     registry: Arc<Registry>,
     control: ControlThread,
@@ -289,6 +301,8 @@ impl Publisher {
             ring_size: config.ring_size,
             policy: config.policy,
             ack_timeout: config.ack_timeout,
+            startup_timeout: config.startup_timeout,
+            slot_seqs: [0; MAX_RING_SIZE],
             pool,
             registry,
             control,
@@ -467,10 +481,7 @@ impl Publisher {
             let owing = p.owing_acks();
             (0..32usize)
                 .filter(|&bit| owing & (1 << bit) != 0)
-                .filter(|&bit| {
-                    let taken = p.registry.header.subscriber_field(bit, offsets::SUB_LAST_TAKEN);
-                    taken.load(Ordering::Acquire) < newest
-                })
+                .filter(|&bit| p.registry.header.taken_by(bit) < newest)
                 .fold(0u32, |acc, bit| acc | (1 << bit))
         };
         self.wait_until_none(timeout, not_taken, |pending| {
@@ -517,68 +528,113 @@ impl Publisher {
     fn missing_acks(&self, slot: usize) -> u32 {
         let required = self.registry.lock().required[slot];
         let need = required & self.registry.active();
-        let acked = self
-            .registry
-            .header
-            .slot_field(slot, offsets::SLOT_ACK)
-            .load(Ordering::Acquire) as u32;
-        need & !acked
+        need & !self.registry.header.acked(slot)
     }
 
-    /// Picks the next slot, waits for it under STRICT_WAIT, and marks it
-    /// invalid so readers of its old frame see the overwrite.
+    /// Picks the next slot (waiting for one under STRICT_WAIT) and marks
+    /// it invalid so readers of its old frame see the overwrite.
     fn begin(&mut self) -> usize {
-        let slot = (self.next_seq % self.ring_size as u64) as usize;
-        if self.policy == Policy::StrictWait {
-            self.wait_for_acks(slot);
-        }
-        let header = &self.registry.header;
-        header
-            .slot_field(slot, offsets::SLOT_SEQ)
-            .store(SEQ_INVALID, Ordering::Relaxed);
-        fence(Ordering::Release);
+        let slot = self.next_slot();
+        self.registry.header.mark_writing(slot);
         crate::testhook::abort_at("pub-mid-publish");
         slot
     }
 
-    /// Decision 4: wait until every subscriber that must ACK the slot's
-    /// previous frame did, up to the ACK timeout; drop the ones that did not.
-    fn wait_for_acks(&mut self, slot: usize) {
-        if self.missing_acks(slot) == 0 {
-            return;
+    /// Decisions 4, 22, 23: the slot for the next frame. Under STRICT_WAIT,
+    /// when every slot is still owed an ACK, sleeps until one is free; a
+    /// subscriber that holds up the ring longer than its time (the ACK
+    /// timeout, or the start-up timeout while it is new) is dropped.
+    fn next_slot(&mut self) -> usize {
+        let preferred = (self.next_seq % self.ring_size as u64) as usize;
+        let strict = self.policy == Policy::StrictWait;
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            let expired = waiting_since.map_or(0, |since| self.expired(since));
+            let states = self.slot_states(expired, !strict);
+            if let Some(slot) = choose_slot(&states, preferred, strict) {
+                let header = &self.registry.header;
+                if let Some(since) = waiting_since {
+                    header.stop_waiting_for_acks();
+                    self.stats.ack_waits += 1;
+                    self.stats.ack_wait_ns += since.elapsed().as_nanos() as u64;
+                }
+                let late = self.missing_acks(slot) & expired;
+                if late != 0 {
+                    self.drop_late(slot, late);
+                }
+                return slot;
+            }
+            let since = *waiting_since.get_or_insert_with(Instant::now);
+            let header = &self.registry.header;
+            let ticket = header.ack_ticket();
+            // An ACK between the look above and the ticket changed nothing
+            // the ticket would show: look once more before sleeping.
+            if choose_slot(&self.slot_states(self.expired(since), false), preferred, true).is_none() {
+                self.registry
+                    .header
+                    .sleep_for_ack(ticket, Duration::from_millis(2));
+            }
         }
-        let started = Instant::now();
-        self.wait_for_acks_from(slot, started);
-        self.stats.ack_waits += 1;
-        self.stats.ack_wait_ns += started.elapsed().as_nanos() as u64;
     }
 
-    fn wait_for_acks_from(&mut self, slot: usize, started: Instant) {
-        let deadline = started + self.ack_timeout;
-        let mut backoff = Backoff::new();
-        loop {
-            let missing = self.missing_acks(slot);
-            if missing == 0 {
-                return;
-            }
-            if Instant::now() >= deadline {
-                let seq = self.next_seq.saturating_sub(self.ring_size as u64);
-                let notice = Message::Error {
-                    code: ErrorKind::Timeout.code(),
-                    message: format!(
-                        "dropped by publisher of '{}': no ACK for seq {seq} within {} ms (strict-wait)",
-                        self.key,
-                        self.ack_timeout.as_millis()
-                    ),
-                };
-                for bit in (0..32).filter(|b| missing & (1 << b) != 0) {
-                    if self.registry.remove(bit, None, Some(&notice)) {
-                        self.stats.ack_timeouts += 1;
-                    }
+    /// The slots as the choice sees them: what each holds, who still owes
+    /// it an ACK (minus `given_up`), and (for drop-oldest) who holds it.
+    fn slot_states(&self, given_up: u32, want_held: bool) -> Vec<SlotState> {
+        let header = &self.registry.header;
+        let held = want_held.then(|| {
+            let active = self.registry.active();
+            (1..32u32)
+                .filter(|bit| active & (1 << bit) != 0)
+                .map(|bit| (bit, header.taken_by(bit as usize)))
+                .collect::<Vec<_>>()
+        });
+        (0..self.ring_size)
+            .map(|slot| {
+                let seq = self.slot_seqs[slot];
+                let owing = self.missing_acks(slot);
+                let held = held.as_ref().is_some_and(|taken| {
+                    taken
+                        .iter()
+                        .any(|&(bit, taken)| owing & (1 << bit) != 0 && taken >= seq)
+                });
+                SlotState {
+                    seq,
+                    owing: owing & !given_up,
+                    held,
                 }
-                return;
+            })
+            .collect()
+    }
+
+    /// Subscribers whose time to free a slot ran out, waiting since `since`:
+    /// the ACK timeout, or the start-up timeout from their joining while
+    /// that is later (decision 23).
+    fn expired(&self, since: Instant) -> u32 {
+        let now = Instant::now();
+        let steady = since + self.ack_timeout;
+        self.registry
+            .admitted()
+            .into_iter()
+            .filter(|&(_, admitted)| now >= steady.max(admitted + self.startup_timeout))
+            .fold(0, |acc, (bit, _)| acc | (1 << bit))
+    }
+
+    /// Drops the subscribers `late` that still owe slot `slot`'s frame.
+    fn drop_late(&mut self, slot: usize, late: u32) {
+        let seq = self.slot_seqs[slot];
+        let notice = Message::Error {
+            code: ErrorKind::Timeout.code(),
+            message: format!(
+                "dropped by publisher of '{}': no ACK for seq {seq} within {} ms (strict-wait; {} ms while starting)",
+                self.key,
+                self.ack_timeout.as_millis(),
+                self.startup_timeout.max(self.ack_timeout).as_millis()
+            ),
+        };
+        for bit in (0..32).filter(|b| late & (1 << b) != 0) {
+            if self.registry.remove(bit, None, Some(&notice)) {
+                self.stats.ack_timeouts += 1;
             }
-            backoff.wait();
         }
     }
 
@@ -588,22 +644,8 @@ impl Publisher {
         let header = &self.registry.header;
         let mut table = self.registry.lock();
         table.required[slot] = self.registry.active();
-        header
-            .slot_field(slot, offsets::SLOT_PTS)
-            .store(pts_ns as u64, Ordering::Relaxed);
-        header
-            .slot_field(slot, offsets::SLOT_ACK)
-            .store(0, Ordering::Relaxed);
-        header
-            .slot_field(slot, offsets::SLOT_WRITTEN)
-            .store(self.layout.size() as u64, Ordering::Relaxed);
-        header
-            .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
-            .store(clock::monotonic_ns(), Ordering::Relaxed);
-        header
-            .slot_field(slot, offsets::SLOT_SEQ)
-            .store(seq, Ordering::Release);
-        header.global_seq().store(seq, Ordering::Release);
+        header.publish_slot(slot, seq, pts_ns, self.layout.size() as u64);
+        self.slot_seqs[slot] = seq;
         self.registry.set_published(seq);
         for sub in table.subs.iter().flatten() {
             let _ = sub.wake.write(1);

@@ -10,6 +10,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
@@ -32,6 +33,8 @@ pub(crate) struct ActiveSubscriber {
     pub pid: u32,
     pub wake: EventFd,
     pub sock: UnixStream,
+    /// When it joined (its start-up time runs from here; decision 23).
+    pub admitted: Instant,
 }
 
 /// Guarded by the registry mutex.
@@ -146,6 +149,7 @@ impl Registry {
             pid,
             wake,
             sock,
+            admitted: Instant::now(),
         });
         let active = self.active.fetch_or(mask, Ordering::AcqRel) | mask;
         self.header
@@ -189,6 +193,14 @@ impl Registry {
     /// reads it under the same lock).
     pub(crate) fn set_published(&self, seq: u64) {
         self.published.store(seq, Ordering::Release);
+    }
+
+    /// Bit and joining time of every active subscriber.
+    pub(crate) fn admitted(&self) -> Vec<(u32, Instant)> {
+        let table = self.lock();
+        (0..MAX_SUBSCRIBER_SLOTS)
+            .filter_map(|bit| table.subs[bit].as_ref().map(|s| (bit as u32, s.admitted)))
+            .collect()
     }
 
     /// The active subscribers.

@@ -169,6 +169,19 @@ impl ShmHeader {
         unsafe { AtomicU64::from_ptr(self.region.as_ptr().add(offset).cast()) }
     }
 
+    /// The u32 at `offset` (4-aligned, inside the header).
+    pub(super) fn u32_at(&self, offset: usize) -> &AtomicU32 {
+        assert!(
+            offset.is_multiple_of(4) && offset + 4 <= self.region.len(),
+            "header offset {offset}"
+        );
+        // SAFETY: the offset is 4-aligned inside the mapping (checked above;
+        // the mapping is page-aligned), the mapping lives as long as &self,
+        // and AtomicU32 has u32's layout. Other processes touch these bytes
+        // only through atomics too.
+        unsafe { AtomicU32::from_ptr(self.region.as_ptr().add(offset).cast()) }
+    }
+
     fn magic(&self) -> &AtomicU32 {
         // SAFETY: offset 0 of a page-aligned mapping of HEADER_SIZE bytes,
         // valid for the lifetime of &self.

@@ -1,6 +1,8 @@
 //! Shared memory: the mapped region and the typed, validated shared header.
 
+mod futex;
 pub(crate) mod header;
 pub(crate) mod region;
+pub(crate) mod ring;
 
 pub use header::{HeaderInfo, validate_header, validate_meta};

@@ -1,19 +1,18 @@
 //! Frame leases: a handle on one published frame in its slot, valid until
 //! released; releasing ACKs it (spec §5 subscriber steps 4-5).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
-use crate::memory::{MemoryKind, PlanePtr, SlotMapping};
+use crate::memory::{LocalFrame, MemoryKind, PlanePtr, SlotMapping};
 use crate::shm::header::ShmHeader;
-use crate::wire::layout::offsets;
 
-/// What a subscriber and its leases share: the mapped header and slots.
-/// Kept alive by every outstanding lease, so mappings are closed only after
-/// the last frame handed out is released.
+/// What a subscriber and its leases share: the mapped header and slots,
+/// and the private buffers of copied frames. Kept alive by every
+/// outstanding lease, so mappings are closed only after the last frame
+/// handed out is released.
 #[derive(Debug)]
 pub(crate) struct Ring {
     pub header: ShmHeader,
@@ -23,39 +22,37 @@ pub(crate) struct Ring {
     pub ring_size: usize,
     pub bit: u32,
     pub overwritten: AtomicU64,
+    /// Private buffers not in use (decision 25).
+    pub spare: Mutex<Vec<LocalFrame>>,
 }
 
 impl Ring {
-    pub(crate) fn slot_of(&self, seq: u64) -> usize {
-        (seq % self.ring_size as u64) as usize
+    /// ACKs `seq` in `slot` if the slot still holds it.
+    pub(crate) fn ack(&self, slot: usize, seq: u64) -> bool {
+        self.header.ack(slot, seq, self.bit)
     }
 
-    /// The seq now in slot `slot`, read after the frame data (seqlock
-    /// reader side: Acquire fence, then the load).
-    pub(crate) fn seq_after_read(&self, slot: usize) -> u64 {
-        fence(Ordering::Acquire);
-        self.header
-            .slot_field(slot, offsets::SLOT_SEQ)
-            .load(Ordering::Relaxed)
-    }
-
-    /// ACKs `seq` in its slot if the slot still holds it.
-    pub(crate) fn ack(&self, seq: u64) -> bool {
-        let slot = self.slot_of(seq);
-        if self.seq_after_read(slot) != seq {
-            return false;
+    /// A private buffer: a spare one, else a new one.
+    pub(crate) fn local_buffer(&self) -> Result<LocalFrame> {
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match spare {
+            Some(frame) => Ok(frame),
+            None => self.mapping.new_local(&self.layout),
         }
-        self.header
-            .slot_field(slot, offsets::SLOT_ACK)
-            .fetch_or(1u64 << self.bit, Ordering::Release);
-        let bit = self.bit as usize;
-        self.header
-            .subscriber_field(bit, offsets::SUB_LAST_SEEN)
-            .fetch_max(seq, Ordering::Relaxed);
-        self.header
-            .subscriber_field(bit, offsets::SUB_LAST_ACK)
-            .store(clock::realtime_ns() as u64, Ordering::Relaxed);
-        true
+    }
+
+    /// Puts a private buffer back for the next copy.
+    pub(crate) fn give_back(&self, frame: LocalFrame) {
+        self.spare.lock().unwrap_or_else(|p| p.into_inner()).push(frame);
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let spare = std::mem::take(self.spare.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for frame in spare {
+            self.mapping.free_local(frame);
+        }
     }
 }
 
@@ -70,6 +67,8 @@ pub struct FrameLease {
     slot: usize,
     pts_ns: i64,
     publish_mono_ns: u64,
+    /// A private copy (the slot was released when it was made).
+    copy: Option<LocalFrame>,
     released: bool,
 }
 
@@ -87,16 +86,29 @@ pub struct PlaneView {
 }
 
 impl FrameLease {
-    pub(crate) fn new(ring: Arc<Ring>, seq: u64, pts_ns: i64, publish_mono_ns: u64) -> FrameLease {
-        let slot = ring.slot_of(seq);
+    pub(crate) fn new(
+        ring: Arc<Ring>,
+        slot: usize,
+        seq: u64,
+        pts_ns: i64,
+        publish_mono_ns: u64,
+        copy: Option<LocalFrame>,
+    ) -> FrameLease {
         FrameLease {
             ring,
             seq,
             slot,
             pts_ns,
             publish_mono_ns,
+            copy,
             released: false,
         }
+    }
+
+    /// Whether the frame is a private copy (its slot was released at once;
+    /// decision 25) rather than the shared slot itself.
+    pub fn is_copy(&self) -> bool {
+        self.copy.is_some()
     }
 
     /// The frame's seq (1 for the publisher's first frame).
@@ -104,7 +116,7 @@ impl FrameLease {
         self.seq
     }
 
-    /// The ring slot holding it.
+    /// The ring slot holding it (for a copy: the slot it was copied from).
     pub fn slot(&self) -> usize {
         self.slot
     }
@@ -134,7 +146,10 @@ impl FrameLease {
     pub fn plane(&self, index: usize) -> PlaneView {
         let p = self.ring.layout.planes()[index];
         PlaneView {
-            ptr: self.ring.mapping.plane(self.slot, index),
+            ptr: match &self.copy {
+                Some(copy) => copy.plane(&self.ring.layout, index),
+                None => self.ring.mapping.plane(self.slot, index),
+            },
             pitch: p.pitch,
             row_bytes: p.row_bytes,
             rows: p.rows,
@@ -150,10 +165,12 @@ impl FrameLease {
             PlanePtr::Host(ptr) => {
                 let len = view.pitch * (view.rows - 1) + view.row_bytes;
                 // SAFETY: the mapping holds the whole slot (checked when it
-                // was opened), it lives as long as the Ring this lease keeps,
-                // and it is mapped read-only here; the publisher is the only
-                // writer (bytes may change under DROP_OLDEST, which
-                // is_intact() detects; any byte value is a valid u8).
+                // was opened) and a private copy the whole frame; both live
+                // as long as this lease (the Ring it keeps, its own copy).
+                // The slot is mapped read-only here and the publisher is its
+                // only writer (bytes may change under DROP_OLDEST, which
+                // is_intact() detects; any byte value is a valid u8); a
+                // copy is written only before it is handed out.
                 Some(unsafe { std::slice::from_raw_parts(ptr, len) })
             }
             PlanePtr::Device(_) => None,
@@ -166,15 +183,22 @@ impl FrameLease {
     pub fn read_plane(&self, index: usize, dst: &mut Vec<u8>) -> Result<()> {
         let p = self.ring.layout.planes()[index];
         dst.resize(p.pitch * (p.rows - 1) + p.row_bytes, 0);
-        self.ring
-            .mapping
-            .read_plane(self.slot, index, &self.ring.layout, dst)
+        match &self.copy {
+            Some(copy) => self
+                .ring
+                .mapping
+                .read_local_plane(copy, index, &self.ring.layout, dst),
+            None => self
+                .ring
+                .mapping
+                .read_plane(self.slot, index, &self.ring.layout, dst),
+        }
     }
 
     /// Whether the slot still holds this frame (false once the publisher
     /// started to overwrite it).
     pub fn is_intact(&self) -> bool {
-        self.ring.seq_after_read(self.slot) == self.seq
+        self.copy.is_some() || self.ring.header.seq_after_read(self.slot) == self.seq
     }
 
     /// Releases the frame and ACKs it. `Overwritten` when the publisher
@@ -188,7 +212,15 @@ impl FrameLease {
             return Ok(());
         }
         self.released = true;
-        if self.ring.ack(self.seq) {
+        if let Some(mut copy) = self.copy.take() {
+            let recycled = self.ring.mapping.recycle(&mut copy);
+            match recycled {
+                Ok(()) => self.ring.give_back(copy),
+                Err(_) => self.ring.mapping.free_local(copy),
+            }
+            return recycled;
+        }
+        if self.ring.ack(self.slot, self.seq) {
             Ok(())
         } else {
             self.ring.overwritten.fetch_add(1, Ordering::Relaxed);

@@ -6,8 +6,8 @@ mod lease;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -57,6 +57,39 @@ impl SubscriberMode {
     }
 }
 
+/// Whether frames are handed out as the shared slots or as private copies
+/// (decision 25).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CopyMode {
+    /// Always the shared slot itself: no copy. A consumer that holds frames
+    /// holds slots: under STRICT_WAIT the publisher waits (and drops it after
+    /// its ACK timeout) once no slot is free; under DROP_OLDEST held frames
+    /// may be overwritten ([`FrameLease::is_intact`]).
+    #[default]
+    Never,
+    /// The shared slot while that is safe, else a private copy (the slot is
+    /// released at once): under STRICT_WAIT a copy when holding the slot
+    /// would leave the publisher no free slot; under DROP_OLDEST always a
+    /// copy (a held slot could be overwritten). Never stalls, never tears.
+    Auto,
+    /// Always a private copy; the slot is released at once.
+    Always,
+}
+
+impl CopyMode {
+    /// Parses "never", "auto" or "always".
+    pub fn parse(name: &str) -> Result<CopyMode> {
+        match name.to_ascii_lowercase().as_str() {
+            "never" => Ok(CopyMode::Never),
+            "auto" => Ok(CopyMode::Auto),
+            "always" => Ok(CopyMode::Always),
+            _ => Err(Error::invalid(format!(
+                "unknown copy mode '{name}' (never, auto or always)"
+            ))),
+        }
+    }
+}
+
 /// How to subscribe. Start from [`SubscriberConfig::new`].
 #[derive(Clone, Debug)]
 pub struct SubscriberConfig {
@@ -77,6 +110,8 @@ pub struct SubscriberConfig {
     /// Directory to find the socket in instead of `$CUFRAMES_RUNTIME_DIR` /
     /// the default search (decision 5).
     pub runtime_dir: Option<PathBuf>,
+    /// Shared slots or private copies (default: never copy).
+    pub copy: CopyMode,
 }
 
 impl SubscriberConfig {
@@ -90,6 +125,7 @@ impl SubscriberConfig {
             cuda: None,
             cuda_device: -1,
             runtime_dir: None,
+            copy: CopyMode::Never,
         }
     }
 }
@@ -103,6 +139,11 @@ pub struct SubscriberStats {
     pub dropped: u64,
     /// Leases the publisher overwrote before they were released.
     pub overwritten: u64,
+    /// Frames handed out as private copies (counted in `received`).
+    pub copied: u64,
+    /// Copies discarded because the publisher rewrote the slot while it was
+    /// copied (counted in `dropped`).
+    pub torn: u64,
 }
 
 /// A connected subscriber.
@@ -118,6 +159,10 @@ pub struct Subscriber {
     next_seq: u64,
     received: u64,
     dropped: u64,
+    copied: u64,
+    torn: u64,
+    copy: CopyMode,
+    strict: bool,
     disconnected: Option<Error>,
     shut_down: bool,
     /// The control socket was seen readable: read it before the next frame.
@@ -288,7 +333,9 @@ impl Subscriber {
             ring_size: info.ring_size,
             bit: resp.assigned_bit,
             overwritten: AtomicU64::new(0),
+            spare: Mutex::new(Vec::new()),
         });
+        let strict = info.policy == crate::wire::layout::POLICY_STRICT_WAIT;
         Ok(Subscriber {
             key,
             ring,
@@ -300,6 +347,10 @@ impl Subscriber {
             next_seq: resp.initial_seq.saturating_add(1),
             received: 0,
             dropped: 0,
+            copied: 0,
+            torn: 0,
+            copy: config.copy,
+            strict,
             disconnected: None,
             shut_down: false,
             control_pending: true,
@@ -347,6 +398,8 @@ impl Subscriber {
             received: self.received,
             dropped: self.dropped,
             overwritten: self.ring.overwritten.load(Ordering::Relaxed),
+            copied: self.copied,
+            torn: self.torn,
         }
     }
 
@@ -470,53 +523,88 @@ impl Subscriber {
 
     /// The next deliverable frame, if any; counts what was lost on the way.
     fn take(&mut self) -> Result<Option<FrameLease>> {
-        let ring = &self.ring;
+        let ring = self.ring.clone();
         let header = &ring.header;
         let global = header.global_seq().load(Ordering::Acquire);
         if global == SEQ_INVALID || global < self.next_seq {
             return Ok(None);
         }
-        let ring_size = ring.ring_size as u64;
-        // Frames older than the ring are gone; LATEST skips to the newest.
-        let first_readable = global.saturating_sub(ring_size - 1).max(1);
-        let target = match self.mode {
-            SubscriberMode::Latest => global,
-            SubscriberMode::Sequential => self.next_seq.max(first_readable),
-        };
-        if target > self.next_seq {
-            for skipped in self.next_seq.max(first_readable)..target {
-                ring.ack(skipped); // under STRICT_WAIT no one waits for frames we skip
+        if self.mode == SubscriberMode::Latest && global > self.next_seq {
+            // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
+            for slot in 0..ring.ring_size {
+                let seq = header.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire);
+                if (self.next_seq..global).contains(&seq) {
+                    ring.ack(slot, seq);
+                }
             }
-            self.dropped += target - self.next_seq;
-            self.next_seq = target;
+            self.dropped += global - self.next_seq;
+            self.next_seq = global;
         }
         while self.next_seq <= global {
             let seq = self.next_seq;
-            self.next_seq += 1;
-            let slot = ring.slot_of(seq);
-            let in_slot = header.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire);
-            if in_slot != seq {
-                // Being rewritten, or already replaced by a newer frame.
-                self.dropped += 1;
+            let Some(slot) = header.find_slot(seq, ring.ring_size) else {
+                // Overwritten, or being rewritten: lost. Go on from the
+                // oldest frame still in the ring.
+                let next = header
+                    .oldest_from(seq + 1, ring.ring_size)
+                    .map_or(global + 1, |oldest| oldest.min(global + 1));
+                self.dropped += next - seq;
+                self.next_seq = next;
                 continue;
-            }
+            };
+            self.next_seq += 1;
+            // Taken from here on, until ACKed: the publisher and other
+            // subscribers count the slot as held (decision 25).
+            header.note_taken(ring.bit, seq);
             let pts = header.slot_field(slot, offsets::SLOT_PTS).load(Ordering::Relaxed) as i64;
             let published = header
                 .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
                 .load(Ordering::Relaxed);
-            if ring.seq_after_read(slot) != seq {
+            if header.seq_after_read(slot) != seq {
                 self.dropped += 1;
                 continue;
             }
-            ring.mapping.prepare(slot)?;
+            let copy = match self.copy {
+                CopyMode::Never => None,
+                CopyMode::Always => Some(()),
+                CopyMode::Auto => {
+                    (!self.strict || header.held_slots(ring.ring_size) >= ring.ring_size).then_some(())
+                }
+            };
+            let copy = match copy {
+                None => {
+                    ring.mapping.prepare(slot)?;
+                    None
+                }
+                Some(()) => {
+                    let mut buffer = ring.local_buffer()?;
+                    let copied = ring.mapping.copy_out(slot, &ring.layout, &mut buffer);
+                    let intact = copied.is_ok() && header.seq_after_read(slot) == seq;
+                    ring.ack(slot, seq);
+                    if let Err(e) = copied {
+                        ring.mapping.free_local(buffer);
+                        return Err(e);
+                    }
+                    if !intact {
+                        ring.give_back(buffer);
+                        self.torn += 1;
+                        self.dropped += 1;
+                        continue;
+                    }
+                    self.copied += 1;
+                    Some(buffer)
+                }
+            };
             self.received += 1;
-            // Tells the publisher this frame was taken, so it may shut down
-            // without waiting for the release (Publisher::wait_delivered).
-            header
-                .subscriber_field(ring.bit as usize, offsets::SUB_LAST_TAKEN)
-                .fetch_max(seq, Ordering::Release);
             crate::testhook::abort_at("sub-holding-lease");
-            return Ok(Some(FrameLease::new(ring.clone(), seq, pts, published)));
+            return Ok(Some(FrameLease::new(
+                ring.clone(),
+                slot,
+                seq,
+                pts,
+                published,
+                copy,
+            )));
         }
         Ok(None)
     }

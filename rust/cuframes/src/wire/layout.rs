@@ -165,8 +165,14 @@ pub struct SharedHeader {
     pub subscriber_bitmap: u64,
     /// 1 once the publisher shuts down.
     pub shutdown_flag: u64,
-    /// Reserved, zero.
-    pub reserved_b: [u8; 40],
+    /// Extension (spec: reserved_b): a futex word subscribers bump after
+    /// every ACK, so a STRICT_WAIT publisher sleeps instead of polling.
+    pub ack_futex: u32,
+    /// Extension (spec: reserved_b): non-zero while the publisher sleeps on
+    /// `ack_futex` (subscribers wake it only then).
+    pub publisher_waiting: u32,
+    /// Reserved, zero (rest of spec reserved_b).
+    pub reserved_b: [u8; 32],
     /// Always 16 descriptors; `ring_size` are live (decision 1).
     pub slots: [SlotDescriptor; MAX_RING_SIZE],
     /// Indexed by subscriber bit.
@@ -236,7 +242,9 @@ const _: () = {
     assert!(offset_of!(SharedHeader, global_seq) == 0x00C0);
     assert!(offset_of!(SharedHeader, subscriber_bitmap) == 0x00C8);
     assert!(offset_of!(SharedHeader, shutdown_flag) == 0x00D0);
-    assert!(offset_of!(SharedHeader, reserved_b) == 0x00D8);
+    assert!(offset_of!(SharedHeader, ack_futex) == 0x00D8);
+    assert!(offset_of!(SharedHeader, publisher_waiting) == 0x00DC);
+    assert!(offset_of!(SharedHeader, reserved_b) == 0x00E0);
     assert!(offset_of!(SharedHeader, slots) == 0x0100);
     assert!(offset_of!(SharedHeader, subscribers) == 0x0D00);
     assert!(size_of::<SharedHeader>() == 0x1D00);
@@ -378,7 +386,9 @@ impl SharedHeader {
             global_seq: 0,
             subscriber_bitmap: 0,
             shutdown_flag: 0,
-            reserved_b: [0; 40],
+            ack_futex: 0,
+            publisher_waiting: 0,
+            reserved_b: [0; 32],
             slots: [SlotDescriptor::empty(); MAX_RING_SIZE],
             subscribers: [SubscriberSlot::free(); MAX_SUBSCRIBER_SLOTS],
         }
@@ -410,6 +420,10 @@ pub(crate) mod offsets {
     pub const GLOBAL_SEQ: usize = offset_of!(SharedHeader, global_seq);
     pub const SUBSCRIBER_BITMAP: usize = offset_of!(SharedHeader, subscriber_bitmap);
     pub const SHUTDOWN_FLAG: usize = offset_of!(SharedHeader, shutdown_flag);
+    /// Extension: the ACK futex word (u32).
+    pub const ACK_FUTEX: usize = offset_of!(SharedHeader, ack_futex);
+    /// Extension: the publisher-is-sleeping flag (u32).
+    pub const PUBLISHER_WAITING: usize = offset_of!(SharedHeader, publisher_waiting);
 
     pub const fn slot(index: usize) -> usize {
         offset_of!(SharedHeader, slots) + index * size_of::<SlotDescriptor>()

@@ -437,3 +437,59 @@ pub(crate) fn copy_2d(
     let result = unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream) };
     check(result, "cuMemcpy2DAsync")
 }
+
+/// A stream of the current context that does not wait for the legacy
+/// default stream (`CU_STREAM_NON_BLOCKING`).
+pub(crate) fn stream_create() -> Result<CUstream> {
+    let mut stream: CUstream = std::ptr::null_mut();
+    // SAFETY: a context is current; valid out-pointer.
+    let result =
+        unsafe { sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) };
+    check(result, "cuStreamCreate")?;
+    Ok(stream)
+}
+
+pub(crate) fn stream_destroy(stream: CUstream) {
+    // SAFETY: stream came from cuStreamCreate and is destroyed once.
+    let _ = unsafe { sys::cuStreamDestroy_v2(stream) };
+}
+
+/// A plain event (`CU_EVENT_DISABLE_TIMING`) of the current context.
+pub(crate) fn event_create() -> Result<CUevent> {
+    let mut event: CUevent = std::ptr::null_mut();
+    // SAFETY: a context is current; valid out-pointer.
+    let result =
+        unsafe { sys::cuEventCreate(&mut event, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) };
+    check(result, "cuEventCreate")?;
+    Ok(event)
+}
+
+/// Waits for `event` on the CPU without the driver's blocking wait (whose
+/// wake-ups cost more than the short copies waited for here): polls, then
+/// yields, then sleeps briefly.
+pub(crate) fn event_wait(event: CUevent) -> Result<()> {
+    let mut round = 0u32;
+    loop {
+        // SAFETY: live event of the current context.
+        let result = unsafe { sys::cuEventQuery(event) };
+        if result != sys::CUresult::CUDA_ERROR_NOT_READY {
+            return check(result, "cuEventQuery");
+        }
+        round += 1;
+        if round <= 32 {
+            std::hint::spin_loop();
+        } else if round <= 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+}
+
+/// `len` bytes from device `src` to device `dst`, queued on `stream`.
+pub(crate) fn copy_dtod(dst: CUdeviceptr, src: CUdeviceptr, len: usize, stream: CUstream) -> Result<()> {
+    // SAFETY: both ranges are device memory of (or mapped into) the current
+    // context, `len` bytes long (callers size them from the frame layout).
+    let result = unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, len, stream) };
+    check(result, "cuMemcpyDtoDAsync")
+}

@@ -18,7 +18,9 @@ pub(crate) mod driver;
 pub(crate) mod route;
 
 use self::driver::{CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
-use super::{DevicePlane, HostPlane, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use std::sync::Mutex;
+
+use super::{DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::memory::CudaBinding;
@@ -232,6 +234,42 @@ pub(crate) struct CudaMapping {
     /// The publisher's device ordinal (this process's numbering) when the
     /// frames are read over peer access from another GPU.
     peer_device: Option<i32>,
+    /// Stream and event of private copies, made on the first copy.
+    copier: Mutex<Option<Copier>>,
+}
+
+/// Private copies run on their own stream, so waiting for one does not
+/// wait for the consumer's work queued on its stream.
+#[derive(Debug)]
+struct Copier {
+    stream: usize,
+    done: usize,
+}
+
+/// A private copy of a frame in the subscriber's context (decision 25).
+#[derive(Debug)]
+pub(crate) struct LocalDeviceFrame {
+    alloc: DeviceAlloc,
+    /// Recorded on the caller's stream when the consumer gave it back:
+    /// the next copy into it waits for that point.
+    given_back: usize,
+    recycled: bool,
+}
+
+impl LocalDeviceFrame {
+    pub(crate) fn ptr(&self) -> CUdeviceptr {
+        self.alloc.ptr
+    }
+}
+
+fn as_device(frame: &mut LocalFrame) -> Result<&mut LocalDeviceFrame> {
+    match frame {
+        LocalFrame::Device(f) => Ok(f),
+        LocalFrame::Host(_) => Err(Error::new(
+            ErrorKind::Internal,
+            "CUDA slots copy into device memory",
+        )),
+    }
 }
 
 /// The driver behind `route::plan`.
@@ -280,6 +318,7 @@ impl CudaMapping {
             plane_offsets: layout.planes().iter().map(|p| p.offset).collect(),
             event: 0,
             peer_device,
+            copier: Mutex::new(None),
             ctx,
         };
         // Both routes open the handles the same way, in the subscriber's
@@ -301,6 +340,89 @@ impl CudaMapping {
 impl SlotMapping for CudaMapping {
     fn peer_device(&self) -> Option<i32> {
         self.peer_device
+    }
+
+    fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame> {
+        let _current = self.ctx.enter()?;
+        let alloc = driver::alloc(layout.size())?;
+        match driver::event_create() {
+            Ok(event) => Ok(LocalFrame::Device(LocalDeviceFrame {
+                alloc,
+                given_back: event as usize,
+                recycled: false,
+            })),
+            Err(e) => {
+                driver::free(&alloc);
+                Err(e)
+            }
+        }
+    }
+
+    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
+        let dst = as_device(dst)?;
+        let _current = self.ctx.enter()?;
+        let mut copier = self.copier.lock().unwrap_or_else(|p| p.into_inner());
+        if copier.is_none() {
+            let stream = driver::stream_create()?;
+            let done = driver::event_create().inspect_err(|_| driver::stream_destroy(stream))?;
+            *copier = Some(Copier {
+                stream: stream as usize,
+                done: done as usize,
+            });
+        }
+        let c = copier.as_ref().expect("made above");
+        let stream = stream_of(c.stream);
+        if dst.recycled {
+            driver::stream_wait_event(stream, dst.given_back as CUevent)?;
+        }
+        // After the publisher's copy into the slot (spec §5 step 2).
+        driver::stream_wait_event(stream, self.event as CUevent)?;
+        driver::copy_dtod(dst.alloc.ptr, self.slots[index], layout.size(), stream)?;
+        driver::event_record(c.done as CUevent, stream)?;
+        driver::event_wait(c.done as CUevent)
+    }
+
+    fn recycle(&self, frame: &mut LocalFrame) -> Result<()> {
+        let frame = as_device(frame)?;
+        let _current = self.ctx.enter()?;
+        driver::event_record(frame.given_back as CUevent, stream_of(self.stream))?;
+        frame.recycled = true;
+        Ok(())
+    }
+
+    fn free_local(&self, frame: LocalFrame) {
+        let LocalFrame::Device(frame) = frame else {
+            return;
+        };
+        if let Ok(_current) = self.ctx.enter() {
+            driver::free(&frame.alloc);
+            driver::event_destroy(frame.given_back as CUevent);
+        }
+    }
+
+    fn read_local_plane(
+        &self,
+        frame: &LocalFrame,
+        plane: usize,
+        layout: &FrameLayout,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let LocalFrame::Device(frame) = frame else {
+            return Err(Error::new(ErrorKind::Internal, "CUDA copies are device memory"));
+        };
+        let p = layout.planes()[plane];
+        let _current = self.ctx.enter()?;
+        let stream = stream_of(self.stream);
+        driver::copy_2d(
+            Mem::Device(frame.alloc.ptr + p.offset as CUdeviceptr),
+            p.pitch,
+            Mem::HostMut(dst.as_mut_ptr()),
+            p.pitch,
+            p.row_bytes,
+            p.rows,
+            stream,
+        )?;
+        driver::stream_synchronize(stream)
     }
 
     fn plane(&self, index: usize, plane: usize) -> PlanePtr {
@@ -334,6 +456,11 @@ impl Drop for CudaMapping {
         let Ok(_current) = self.ctx.enter() else {
             return;
         };
+        if let Some(c) = self.copier.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = driver::stream_synchronize(stream_of(c.stream));
+            driver::stream_destroy(stream_of(c.stream));
+            driver::event_destroy(c.done as CUevent);
+        }
         for &ptr in &self.slots {
             driver::ipc_close(ptr);
         }

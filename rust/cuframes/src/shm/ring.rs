@@ -1,0 +1,271 @@
+//! The ring protocol over the shared header: which slot a frame goes to, the
+//! seqlock that detects overwrites, ACKs, holds, and the ACK futex. The
+//! memory orderings of the ring live here; the publisher and the subscriber
+//! call these and never touch the slot words themselves.
+//!
+//! Writer (publisher), per frame (spec §5, decisions 11, 22):
+//! 1. [`choose_slot`] picks a slot no subscriber still needs;
+//! 2. [`ShmHeader::mark_writing`]: `slot.seq = SEQ_INVALID`, Release fence;
+//! 3. the frame is written;
+//! 4. [`ShmHeader::publish_slot`]: slot fields, `slot.seq = s` (Release),
+//!    `global_seq = s` (Release).
+//!
+//! Reader (subscriber): `global_seq` (Acquire), [`ShmHeader::find_slot`]
+//! (`slot.seq == s`, Acquire), read, [`ShmHeader::seq_after_read`] (Acquire
+//! fence, then the load): unchanged means the read was intact. Releasing a
+//! frame is [`ShmHeader::ack`], which also wakes a publisher that sleeps on
+//! the ACK futex (decision 24).
+
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::time::Duration;
+
+use super::futex;
+use super::header::ShmHeader;
+use crate::clock;
+use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, SEQ_INVALID, offsets};
+
+/// Longest single futex sleep of a waiting publisher: subscribers of older
+/// versions ACK without waking it, so it looks again at least this often.
+const MAX_FUTEX_SLEEP: Duration = Duration::from_millis(2);
+
+impl ShmHeader {
+    fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
+        self.u32_at(offset)
+    }
+
+    // ------------------------------------------------------------- writer
+
+    /// Seqlock writer step 1: readers of the slot's old frame will see it
+    /// change.
+    pub(crate) fn mark_writing(&self, slot: usize) {
+        self.slot_field(slot, offsets::SLOT_SEQ)
+            .store(SEQ_INVALID, Ordering::Relaxed);
+        fence(Ordering::Release);
+    }
+
+    /// Seqlock writer step 2 (spec §5 steps 3-4): the slot's fields, its seq
+    /// and `global_seq`, the last two with Release.
+    pub(crate) fn publish_slot(&self, slot: usize, seq: u64, pts_ns: i64, written: u64) {
+        self.slot_field(slot, offsets::SLOT_PTS)
+            .store(pts_ns as u64, Ordering::Relaxed);
+        self.slot_field(slot, offsets::SLOT_ACK)
+            .store(0, Ordering::Relaxed);
+        self.slot_field(slot, offsets::SLOT_WRITTEN)
+            .store(written, Ordering::Relaxed);
+        self.slot_field(slot, offsets::SLOT_PUBLISH_MONO)
+            .store(clock::monotonic_ns(), Ordering::Relaxed);
+        self.slot_field(slot, offsets::SLOT_SEQ)
+            .store(seq, Ordering::Release);
+        self.global_seq().store(seq, Ordering::Release);
+    }
+
+    /// The subscriber bits that ACKed slot `slot`'s frame.
+    pub(crate) fn acked(&self, slot: usize) -> u32 {
+        self.slot_field(slot, offsets::SLOT_ACK).load(Ordering::SeqCst) as u32
+    }
+
+    /// The newest seq subscriber `bit` says it took (extension; untrusted).
+    pub(crate) fn taken_by(&self, bit: usize) -> u64 {
+        self.subscriber_field(bit, offsets::SUB_LAST_TAKEN)
+            .load(Ordering::SeqCst)
+    }
+
+    /// Step 1 of a publisher's sleep: announces it and returns the futex
+    /// value to sleep on. The caller re-checks its condition after this and
+    /// calls [`ShmHeader::sleep_for_ack`] only when it still must wait.
+    pub(crate) fn ack_ticket(&self) -> u32 {
+        self.atomic_u32(offsets::PUBLISHER_WAITING)
+            .store(1, Ordering::SeqCst);
+        self.atomic_u32(offsets::ACK_FUTEX).load(Ordering::SeqCst)
+    }
+
+    /// Step 2: sleeps until an ACK after `ticket` (or `timeout`, capped so
+    /// that ACKs of subscribers that do not wake are seen too).
+    pub(crate) fn sleep_for_ack(&self, ticket: u32, timeout: Duration) {
+        futex::wait(
+            self.atomic_u32(offsets::ACK_FUTEX),
+            ticket,
+            timeout.min(MAX_FUTEX_SLEEP),
+        );
+    }
+
+    /// The publisher stopped waiting: ACKs need not wake it.
+    pub(crate) fn stop_waiting_for_acks(&self) {
+        self.atomic_u32(offsets::PUBLISHER_WAITING)
+            .store(0, Ordering::SeqCst);
+    }
+
+    // ------------------------------------------------------------- reader
+
+    /// The slot holding `seq`, if one does (decision 22: usually
+    /// `seq mod ring_size`, else wherever the publisher put it).
+    pub(crate) fn find_slot(&self, seq: u64, ring_size: usize) -> Option<usize> {
+        let preferred = (seq % ring_size as u64) as usize;
+        std::iter::once(preferred)
+            .chain((0..ring_size).filter(|&s| s != preferred))
+            .find(|&slot| self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire) == seq)
+    }
+
+    /// The oldest frame still in the ring that is `from` or newer.
+    pub(crate) fn oldest_from(&self, from: u64, ring_size: usize) -> Option<u64> {
+        (0..ring_size)
+            .map(|slot| self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire))
+            .filter(|&seq| seq != SEQ_INVALID && seq >= from)
+            .min()
+    }
+
+    /// The seq now in slot `slot`, read after the frame data (seqlock
+    /// reader: Acquire fence, then the load).
+    pub(crate) fn seq_after_read(&self, slot: usize) -> u64 {
+        fence(Ordering::Acquire);
+        self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Relaxed)
+    }
+
+    /// Tells the publisher (and other subscribers) that subscriber `bit`
+    /// took `seq`: from now on it holds the frame until it ACKs it.
+    pub(crate) fn note_taken(&self, bit: u32, seq: u64) {
+        self.subscriber_field(bit as usize, offsets::SUB_LAST_TAKEN)
+            .fetch_max(seq, Ordering::SeqCst);
+    }
+
+    /// ACKs `seq` for subscriber `bit` if slot `slot` still holds it (spec
+    /// §5 subscriber steps 4-5), and wakes a publisher waiting for ACKs.
+    pub(crate) fn ack(&self, slot: usize, seq: u64, bit: u32) -> bool {
+        if self.seq_after_read(slot) != seq {
+            return false;
+        }
+        self.slot_field(slot, offsets::SLOT_ACK)
+            .fetch_or(1u64 << bit, Ordering::SeqCst);
+        let index = bit as usize;
+        self.subscriber_field(index, offsets::SUB_LAST_SEEN)
+            .fetch_max(seq, Ordering::Relaxed);
+        self.subscriber_field(index, offsets::SUB_LAST_ACK)
+            .store(clock::realtime_ns() as u64, Ordering::Relaxed);
+        self.atomic_u32(offsets::ACK_FUTEX).fetch_add(1, Ordering::SeqCst);
+        if self.atomic_u32(offsets::PUBLISHER_WAITING).load(Ordering::SeqCst) != 0 {
+            futex::wake_all(self.atomic_u32(offsets::ACK_FUTEX));
+        }
+        true
+    }
+
+    /// How many live slots hold a frame that some active subscriber took and
+    /// has not released (decision 25). Read from subscriber-written words:
+    /// a lie only changes how often the liar's neighbours copy.
+    pub(crate) fn held_slots(&self, ring_size: usize) -> usize {
+        let active = self.subscriber_bitmap().load(Ordering::SeqCst) as u32;
+        let taken: Vec<(u32, u64)> = (FIRST_SUBSCRIBER_BIT..=LAST_SUBSCRIBER_BIT)
+            .filter(|bit| active & (1 << bit) != 0)
+            .map(|bit| (bit, self.taken_by(bit as usize)))
+            .collect();
+        (0..ring_size)
+            .filter(|&slot| {
+                let seq = self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::SeqCst);
+                if seq == SEQ_INVALID {
+                    return false;
+                }
+                let acked = self.acked(slot);
+                taken
+                    .iter()
+                    .any(|&(bit, taken)| taken >= seq && acked & (1 << bit) == 0)
+            })
+            .count()
+    }
+}
+
+/// What the publisher knows of one slot when it picks where the next frame
+/// goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotState {
+    /// The seq it holds (0: never written).
+    pub seq: u64,
+    /// Subscriber bits that must still ACK it, minus those given up on.
+    pub owing: u32,
+    /// Some subscriber took it and holds it (only asked for drop-oldest).
+    pub held: bool,
+}
+
+/// Decision 22: the slot for the next frame. `preferred` (seq mod ring
+/// size) when nobody owes it; else the oldest slot nobody owes. Under
+/// STRICT_WAIT nothing else will do (None: wait); under DROP_OLDEST the
+/// oldest slot nobody is holding, else the oldest slot.
+pub(crate) fn choose_slot(slots: &[SlotState], preferred: usize, strict: bool) -> Option<usize> {
+    let oldest = |ok: &dyn Fn(&SlotState) -> bool| {
+        (0..slots.len())
+            .filter(|&i| ok(&slots[i]))
+            .min_by_key(|&i| slots[i].seq)
+    };
+    if slots[preferred].owing == 0 {
+        return Some(preferred);
+    }
+    if let Some(free) = oldest(&|s| s.owing == 0) {
+        return Some(free);
+    }
+    if strict {
+        return None;
+    }
+    oldest(&|s| !s.held).or_else(|| oldest(&|_| true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(seq: u64, owing: u32, held: bool) -> SlotState {
+        SlotState { seq, owing, held }
+    }
+
+    #[test]
+    fn the_preferred_slot_when_nobody_owes_it() {
+        let slots = [
+            state(4, 0, false),
+            state(1, 0, false),
+            state(2, 2, true),
+            state(3, 0, false),
+        ];
+        assert_eq!(choose_slot(&slots, 1, true), Some(1));
+        assert_eq!(choose_slot(&slots, 0, false), Some(0));
+    }
+
+    #[test]
+    fn a_held_preferred_slot_gives_way_to_the_oldest_free_one() {
+        // Slot 1 (seq 5) is held; 3 (seq 4) and 0 (seq 8) are free.
+        let slots = [
+            state(8, 0, false),
+            state(5, 2, true),
+            state(6, 2, false),
+            state(4, 0, false),
+        ];
+        assert_eq!(choose_slot(&slots, 1, true), Some(3));
+        assert_eq!(choose_slot(&slots, 1, false), Some(3));
+    }
+
+    #[test]
+    fn strict_wait_waits_when_every_slot_is_owed() {
+        let slots = [
+            state(4, 2, false),
+            state(5, 2, true),
+            state(6, 4, false),
+            state(7, 2, false),
+        ];
+        assert_eq!(choose_slot(&slots, 0, true), None);
+    }
+
+    #[test]
+    fn drop_oldest_spares_held_slots_then_overwrites_the_oldest() {
+        let slots = [
+            state(4, 2, true),
+            state(5, 2, false),
+            state(6, 4, false),
+            state(7, 2, true),
+        ];
+        assert_eq!(choose_slot(&slots, 0, false), Some(1), "oldest not held");
+        let all_held = [state(4, 2, true), state(5, 2, true)];
+        assert_eq!(choose_slot(&all_held, 1, false), Some(0), "oldest of all");
+    }
+
+    #[test]
+    fn never_written_slots_count_as_oldest() {
+        let slots = [state(0, 0, false), state(1, 2, true), state(0, 0, false)];
+        assert_eq!(choose_slot(&slots, 1, true), Some(0));
+    }
+}

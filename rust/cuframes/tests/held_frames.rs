@@ -1,0 +1,247 @@
+//! Consumers that start slowly or hold frames (decisions 22, 23, 25): under
+//! STRICT_WAIT nobody is dropped for starting slowly, a consumer that keeps
+//! more frames than the ring has never stalls the publisher when it lets
+//! the library copy, and every frame arrives intact and in order.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use common::*;
+use cuframes::{CopyMode, ErrorKind, FrameLease, Publisher, Subscriber};
+
+/// A STRICT_WAIT publisher in a thread: `frames` pattern frames, then
+/// waits until they are delivered; returns it for its stats.
+fn publish_in_thread(mut publisher: Publisher, frames: u64) -> std::thread::JoinHandle<Publisher> {
+    std::thread::spawn(move || {
+        for _ in 0..frames {
+            publish_pattern(&mut publisher);
+        }
+        let _ = publisher.wait_delivered(Duration::from_secs(5));
+        publisher
+    })
+}
+
+fn subscribe_with(key: &str, dir: &std::path::Path, name: &str, copy: CopyMode) -> Subscriber {
+    let mut c = subscriber_config(key, dir, name);
+    c.copy = copy;
+    Subscriber::connect(c).expect("subscribe")
+}
+
+/// Reads `frames` frames, keeping the newest `hold` of them unreleased;
+/// returns the seqs in order, how many did not match the pattern, and the
+/// most slots (frames that are no copies) held at once.
+fn read_holding(sub: &mut Subscriber, frames: u64, hold: usize) -> (Vec<u64>, usize, usize) {
+    let mut held: VecDeque<FrameLease> = VecDeque::new();
+    let (mut seqs, mut bad, mut most_slots) = (Vec::new(), 0, 0);
+    while (seqs.len() as u64) < frames {
+        let lease = sub
+            .next(Some(Duration::from_secs(5)))
+            .expect("frames keep coming");
+        seqs.push(lease.seq());
+        held.push_back(lease);
+        most_slots = most_slots.max(held.iter().filter(|l| !l.is_copy()).count());
+        while held.len() > hold {
+            let old = held.pop_front().unwrap();
+            if !lease_matches(&old) {
+                bad += 1;
+            }
+            old.release().expect("nothing is overwritten");
+        }
+    }
+    for lease in held {
+        if !lease_matches(&lease) {
+            bad += 1;
+        }
+        lease.release().expect("nothing is overwritten");
+    }
+    (seqs, bad, most_slots)
+}
+
+#[test]
+fn a_subscriber_slower_to_start_than_the_ack_timeout_is_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("slowstart");
+    let mut cfg = strict(&key, dir.path(), 4, Duration::from_millis(100));
+    cfg.startup_timeout = Duration::from_secs(5);
+    let publisher = Publisher::create(cfg).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "slow-starter");
+    let started = Instant::now();
+    let publishing = publish_in_thread(publisher, 30);
+    // The consumer is still setting up: 4 ACK timeouts pass before it reads.
+    std::thread::sleep(Duration::from_millis(400));
+    let (seqs, bad, _) = read_holding(&mut sub, 30, 0);
+    let publisher = publishing.join().unwrap();
+    assert_eq!(seqs, (1..=30).collect::<Vec<_>>(), "no frame lost");
+    assert_eq!(bad, 0);
+    assert_eq!(publisher.stats().ack_timeouts, 0, "nobody dropped");
+    assert!(
+        publisher.stats().ack_wait_ns >= 300_000_000,
+        "the publisher waited for it ({} ns in {:?})",
+        publisher.stats().ack_wait_ns,
+        started.elapsed()
+    );
+}
+
+#[test]
+fn past_its_startup_time_a_silent_subscriber_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("startupover");
+    let mut cfg = strict(&key, dir.path(), 2, Duration::from_millis(50));
+    cfg.startup_timeout = Duration::from_millis(400);
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut silent = subscribe(&key, dir.path(), "silent");
+    let started = Instant::now();
+    for _ in 0..3 {
+        publish_pattern(&mut publisher); // the third finds both slots owed
+    }
+    let waited = started.elapsed();
+    assert_eq!(publisher.stats().ack_timeouts, 1);
+    assert!(
+        waited >= Duration::from_millis(350),
+        "held for its start-up time, not the 50 ms ACK timeout: {waited:?}"
+    );
+    let err = loop {
+        match silent.next(SECOND) {
+            Ok(lease) => drop(lease),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::Disconnected);
+    assert!(err.to_string().contains("while starting"), "{err}");
+}
+
+#[test]
+fn after_its_startup_time_the_ack_timeout_applies() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("steady");
+    let mut cfg = strict(&key, dir.path(), 2, Duration::from_millis(100));
+    cfg.startup_timeout = Duration::from_millis(600);
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut sub = subscribe(&key, dir.path(), "steady");
+    publish_pattern(&mut publisher);
+    sub.next(SECOND).unwrap().release().unwrap();
+    std::thread::sleep(Duration::from_millis(650)); // start-up is over
+    let _held = sub.next(Some(Duration::ZERO)).err(); // nothing new
+    publish_pattern(&mut publisher);
+    let holding = sub.next(SECOND).unwrap(); // seq 2, held
+    let started = Instant::now();
+    publish_pattern(&mut publisher); // slot of seq 1: free
+    publish_pattern(&mut publisher); // both owed: seq 2 held, seq 3 unread
+    let waited = started.elapsed();
+    assert_eq!(publisher.stats().ack_timeouts, 1);
+    assert!(
+        waited >= Duration::from_millis(90) && waited < Duration::from_millis(500),
+        "the 100 ms ACK timeout, not the 600 ms start-up time: {waited:?}"
+    );
+    drop(holding);
+}
+
+#[test]
+fn auto_copy_lets_a_consumer_hold_more_frames_than_the_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("holdmany");
+    let publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_millis(300))).unwrap();
+    let mut sub = subscribe_with(&key, dir.path(), "encoder", CopyMode::Auto);
+    let publishing = publish_in_thread(publisher, 60);
+    let (seqs, bad, most_slots) = read_holding(&mut sub, 60, 10);
+    let publisher = publishing.join().unwrap();
+    assert_eq!(seqs, (1..=60).collect::<Vec<_>>());
+    assert_eq!(bad, 0, "every frame intact");
+    assert_eq!(
+        publisher.stats().ack_timeouts,
+        0,
+        "the publisher never stalled into a drop"
+    );
+    let stats = sub.stats();
+    assert_eq!(stats.dropped, 0);
+    assert_eq!(most_slots, 3, "at most ring - 1 slots held, the rest copies");
+    assert!(stats.copied >= 60 - 60 / 10 * 3, "{stats:?}");
+    assert!(
+        stats.copied < 60,
+        "while a slot can be spared, frames are the slots: {stats:?}"
+    );
+}
+
+#[test]
+fn two_consumers_holding_different_depths_share_the_ring_without_a_stall() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("twoholders");
+    let publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_millis(300))).unwrap();
+    let mut deep = subscribe_with(&key, dir.path(), "deep", CopyMode::Auto);
+    let mut shallow = subscribe_with(&key, dir.path(), "shallow", CopyMode::Auto);
+    let publishing = publish_in_thread(publisher, 80);
+    let other = std::thread::spawn(move || read_holding(&mut shallow, 80, 1));
+    let (seqs, bad, _) = read_holding(&mut deep, 80, 12);
+    let (seqs2, bad2, _) = other.join().unwrap();
+    let publisher = publishing.join().unwrap();
+    assert_eq!(seqs, (1..=80).collect::<Vec<_>>());
+    assert_eq!(seqs2, seqs);
+    assert_eq!(bad + bad2, 0);
+    assert_eq!(publisher.stats().ack_timeouts, 0);
+}
+
+#[test]
+fn never_copy_holding_every_slot_is_dropped_after_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("holdall");
+    let publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_millis(100))).unwrap();
+    let mut sub = subscribe_with(&key, dir.path(), "hoarder", CopyMode::Never);
+    let publishing = publish_in_thread(publisher, 5);
+    let mut held = Vec::new();
+    let err = loop {
+        match sub.next(SECOND) {
+            Ok(lease) => held.push(lease),
+            Err(e) => break e,
+        }
+    };
+    let publisher = publishing.join().unwrap();
+    assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
+    assert_eq!(held.len(), 2, "both slots, then nothing");
+    assert_eq!(publisher.stats().ack_timeouts, 1);
+}
+
+#[test]
+fn copy_always_releases_every_slot_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("copyall");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_millis(100))).unwrap();
+    let mut sub = subscribe_with(&key, dir.path(), "copier", CopyMode::Always);
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        publish_pattern(&mut publisher); // never waits: every slot is free
+        let lease = sub.next(SECOND).unwrap();
+        assert!(lease.is_copy() && lease.is_intact());
+        held.push(lease);
+    }
+    assert_eq!(publisher.stats().ack_waits, 0);
+    for lease in held {
+        assert!(lease_matches(&lease), "seq {}", lease.seq());
+        lease.release().unwrap();
+    }
+    assert_eq!(sub.stats().copied, 6);
+}
+
+#[test]
+fn under_drop_oldest_auto_copies_are_never_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("dropcopy");
+    let mut cfg = config(&key, dir.path());
+    cfg.ring_size = 2;
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut sub = subscribe_with(&key, dir.path(), "keeper", CopyMode::Auto);
+    publish_pattern(&mut publisher);
+    let first = sub.next(SECOND).unwrap();
+    assert!(first.is_copy());
+    for _ in 0..5 {
+        publish_pattern(&mut publisher); // laps the ring twice
+    }
+    assert!(
+        first.is_intact() && lease_matches(&first),
+        "a copy cannot be overwritten"
+    );
+    first.release().unwrap();
+    let stats = sub.stats();
+    assert_eq!(stats.overwritten, 0);
+}
