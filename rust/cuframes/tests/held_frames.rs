@@ -245,3 +245,58 @@ fn under_drop_oldest_auto_copies_are_never_torn() {
     let stats = sub.stats();
     assert_eq!(stats.overwritten, 0);
 }
+
+/// Decision 26: the read-ahead thread keeps a consumer that is still
+/// starting from losing frames under drop-oldest.
+#[test]
+fn read_ahead_keeps_a_slow_starter_from_losing_frames_under_drop_oldest() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("readahead");
+    let mut cfg = config(&key, dir.path());
+    cfg.ring_size = 4;
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut c = subscriber_config(&key, dir.path(), "late");
+    c.copy = CopyMode::Auto;
+    c.read_ahead = 32;
+    let mut sub = Subscriber::connect(c).unwrap();
+    for _ in 0..20 {
+        publish_pattern(&mut publisher); // 5 times the ring, nobody reading yet
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (seqs, bad, most_slots) = read_holding(&mut sub, 20, 0);
+    assert_eq!(seqs, (1..=20).collect::<Vec<_>>(), "nothing lapped");
+    assert_eq!(bad, 0);
+    assert_eq!(most_slots, 0, "drop-oldest: every frame a copy");
+    let stats = sub.stats();
+    assert_eq!((stats.dropped, stats.overwritten, stats.copied), (0, 0, 20));
+}
+
+/// A full read-ahead queue stops taking frames: what the ring laps
+/// meanwhile is counted, never silently lost.
+#[test]
+fn frames_lapped_past_a_full_read_ahead_queue_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("readaheadfull");
+    let mut cfg = config(&key, dir.path());
+    cfg.ring_size = 2;
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut c = subscriber_config(&key, dir.path(), "full");
+    c.copy = CopyMode::Auto;
+    c.read_ahead = 3;
+    let mut sub = Subscriber::connect(c).unwrap();
+    for _ in 0..12 {
+        publish_pattern(&mut publisher);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(eventually(Duration::from_secs(2), || sub.queued() == 3));
+    let mut seqs = Vec::new();
+    while let Ok(frame) = sub.next(Some(Duration::from_millis(300))) {
+        assert!(lease_matches(&frame));
+        seqs.push(frame.seq());
+    }
+    assert!(seqs.starts_with(&[1, 2, 3]), "{seqs:?}");
+    assert_eq!(*seqs.last().unwrap(), 12, "the newest frames still arrive: {seqs:?}");
+    let stats = sub.stats();
+    assert_eq!(stats.received, seqs.len() as u64);
+    assert_eq!(stats.received + stats.dropped, 12, "{stats:?}");
+}

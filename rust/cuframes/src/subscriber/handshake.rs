@@ -1,0 +1,292 @@
+//! The subscriber's side of the handshake (spec §4.1): HELLO, the shared
+//! header (untrusted, checked against HELLO_RESP), SUBSCRIBE, the
+//! descriptors sent with EVENT_FD, and the slots mapped in this process.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use nix::errno::Errno;
+
+use super::SubscriberConfig;
+use super::lease::Ring;
+use super::reader::Reader;
+use crate::channel::Channel;
+use crate::error::{Error, ErrorKind, Result};
+use crate::memory::{MappingSource, MemoryKind, open_mapping};
+use crate::resources::KeyPaths;
+use crate::shm::header::{ShmHeader, validate_header, validate_meta};
+use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
+use crate::wire::message::{HelloReq, Message, fd_purpose, msg_type};
+
+/// Connects to the publisher of `config.key` and completes the handshake:
+/// a reader of its ring.
+pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
+    let paths = KeyPaths::for_subscriber(&config.key, config.runtime_dir.as_deref())?;
+    let key = config.key.clone();
+    let sock = UnixStream::connect(&paths.socket).map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::ECONNREFUSED) => Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no publisher for key '{key}': {} is stale (its publisher died; `cuframes cleanup {key}` removes it)",
+                paths.socket.display()
+            ),
+        ),
+        Some(Errno::ENOENT) => Error::new(ErrorKind::NotFound, format!("no publisher for key '{key}'")),
+        _ => Error::io(format!("connecting to {}", paths.socket.display()), &e),
+    })?;
+    let mut chan = Channel::new(sock, format!("publisher of '{key}'"))?;
+    let deadline = Instant::now() + config.connect_timeout;
+    crate::testhook::abort_at("sub-before-hello");
+
+    // HELLO
+    chan.send(&Message::HelloReq(HelloReq {
+        proto_version: PROTOCOL_VERSION,
+        name: config.name.clone(),
+        cuda_device: config.cuda_device,
+        mode: config.mode.wire(),
+    }))
+    .map_err(|e| refusal_or(&mut chan, e, &key))?;
+    let accept = match expect(&mut chan, deadline, msg_type::HELLO_RESP, &key)? {
+        Message::HelloResp(r) if r.result == 0 => r
+            .accept
+            .ok_or_else(|| Error::protocol("HELLO_RESP without body"))?,
+        Message::HelloResp(r) if r.result == ErrorKind::Protocol.code() => {
+            return Err(Error::new(
+                ErrorKind::Protocol,
+                format!(
+                    "version mismatch: publisher of '{key}' speaks protocol v{}, this library v{PROTOCOL_VERSION}",
+                    r.proto_version
+                ),
+            ));
+        }
+        Message::HelloResp(r) => {
+            let kind = ErrorKind::from_code(r.result);
+            return Err(Error::new(
+                kind,
+                format!("publisher of '{key}' refused HELLO: {}", kind.describe()),
+            ));
+        }
+        _ => unreachable!("expect() returns the asked type"),
+    };
+    if accept.shm_path != paths.shm_name {
+        return Err(Error::protocol(format!(
+            "publisher of '{key}' names shared memory {:?}; expected {}",
+            accept.shm_path, paths.shm_name
+        )));
+    }
+    validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
+
+    // The header, untrusted: validated, and it must agree with HELLO_RESP.
+    let header = ShmHeader::open(&paths.shm_name)?;
+    // Anyone may create a name in /dev/shm: the header must belong to
+    // the process that answers on the socket.
+    let publisher_uid = crate::access::peer_credentials(chan.socket())?.uid;
+    if header.owner_uid() != publisher_uid {
+        return Err(Error::new(
+            ErrorKind::Permission,
+            format!(
+                "shared memory {} of '{key}' belongs to uid {}, but its publisher runs as uid {publisher_uid}",
+                paths.shm_name,
+                header.owner_uid()
+            ),
+        ));
+    }
+    if header.load_magic() != crate::wire::MAGIC {
+        return Err(Error::corrupt(format!(
+            "shared memory of '{key}' is not initialised"
+        )));
+    }
+    let snapshot = header.snapshot();
+    let info = validate_header(&snapshot)
+        .map_err(|e| Error::new(e.kind(), format!("shared memory of '{key}': {e}")))?;
+    if info.ring_size != accept.ring_size as usize || info.meta != accept.meta {
+        return Err(Error::corrupt(format!(
+            "shared memory of '{key}' disagrees with its publisher's HELLO_RESP"
+        )));
+    }
+
+    // SUBSCRIBE
+    crate::testhook::abort_at("sub-after-hello");
+    chan.send(&Message::SubscribeReq {
+        proto_version: PROTOCOL_VERSION,
+    })?;
+    let resp = match expect(&mut chan, deadline, msg_type::SUBSCRIBE_RESP, &key)? {
+        Message::SubscribeResp(r) => r,
+        _ => unreachable!("expect() returns the asked type"),
+    };
+    if resp.result != 0 {
+        let kind = ErrorKind::from_code(resp.result);
+        let message = match kind {
+            ErrorKind::TooMany => {
+                format!("too many subscribers: publisher of '{key}' serves its maximum of 31")
+            }
+            _ => format!("publisher of '{key}' refused SUBSCRIBE: {}", kind.describe()),
+        };
+        return Err(Error::new(kind, message));
+    }
+    if !(FIRST_SUBSCRIBER_BIT..=LAST_SUBSCRIBER_BIT).contains(&resp.assigned_bit) {
+        return Err(Error::protocol(format!(
+            "publisher of '{key}' assigned bit {} (must be 1..=31)",
+            resp.assigned_bit
+        )));
+    }
+
+    // Descriptors: the wake-up eventfd, plus what the memory backend needs.
+    let mut wanted = vec![fd_purpose::WAKEUP];
+    if info.memory == MemoryKind::Host {
+        wanted.push(fd_purpose::HOST_SLOTS);
+    }
+    let mut fds: Vec<(u32, OwnedFd)> = Vec::new();
+    while !wanted.is_empty() {
+        let received = chan.recv(deadline, "EVENT_FD")?;
+        match received.msg {
+            Message::EventFd { purpose } => {
+                let fd = received.fd.expect("channel pairs EVENT_FD with a descriptor");
+                if let Some(at) = wanted.iter().position(|&p| p == purpose) {
+                    wanted.swap_remove(at);
+                    fds.push((purpose, fd));
+                } // unknown purposes: a later extension; closed here.
+            }
+            other => handle_unexpected(&chan, other, &key)?,
+        }
+    }
+    let at = fds
+        .iter()
+        .position(|(p, _)| *p == fd_purpose::WAKEUP)
+        .expect("collected above");
+    let (_, wake) = fds.swap_remove(at);
+    let source = MappingSource {
+        layout: &info.layout,
+        slots: &snapshot.slots[..info.ring_size.min(MAX_RING_SIZE)],
+        event_handle: &snapshot.ipc_event_handle,
+        device_uuid: info.meta.device_uuid,
+        cuda: config.cuda,
+        cuda_device: config.cuda_device,
+    };
+    let mapping =
+        open_mapping(info.memory, &source, &mut fds).map_err(|e| publisher_gone_or(&mut chan, e, &key))?;
+    crate::testhook::abort_at("sub-after-accept");
+    let ring = Arc::new(Ring {
+        header,
+        mapping,
+        layout: info.layout.clone(),
+        memory: info.memory,
+        ring_size: info.ring_size,
+        bit: resp.assigned_bit,
+        overwritten: AtomicU64::new(0),
+        spare: Mutex::new(Vec::new()),
+    });
+    let strict = info.policy == crate::wire::layout::POLICY_STRICT_WAIT;
+    Ok(Reader {
+        key,
+        ring,
+        info,
+        chan,
+        wake,
+        mode: config.mode,
+        initial_seq: resp.initial_seq,
+        next_seq: resp.initial_seq.saturating_add(1),
+        received: 0,
+        dropped: 0,
+        copied: 0,
+        torn: 0,
+        copy: config.copy,
+        strict,
+        disconnected: None,
+        shut_down: false,
+        control_pending: true,
+        control_due_ns: 0,
+    })
+}
+
+/// A publisher that refuses a peer at accept (decision 19) sends ERROR and
+/// closes before our first send fails: report its reason rather than the
+/// failed send.
+fn refusal_or(chan: &mut Channel, err: Error, key: &str) -> Error {
+    match chan.try_recv() {
+        Ok(Some(received)) => match handle_unexpected(chan, received.msg, key) {
+            Err(refusal) => refusal,
+            Ok(()) => err,
+        },
+        _ => err,
+    }
+}
+
+/// Opening the slots failed: when the publisher died meanwhile (its CUDA IPC
+/// handles die with it), say that rather than the driver's error.
+fn publisher_gone_or(chan: &mut Channel, err: Error, key: &str) -> Error {
+    match chan.try_recv() {
+        Err(e) if e.kind() == ErrorKind::Disconnected => Error::new(
+            ErrorKind::Disconnected,
+            format!("disconnected: publisher of '{key}' went away during the handshake ({err})"),
+        ),
+        Ok(Some(received)) => match handle_unexpected(chan, received.msg, key) {
+            Err(refusal) => refusal,
+            Ok(()) => err,
+        },
+        _ => err,
+    }
+}
+
+/// Receives until a message of `kind` arrives; answers PING, turns ERROR and
+/// SHUTDOWN into errors.
+fn expect(chan: &mut Channel, deadline: Instant, kind: u32, key: &str) -> Result<Message> {
+    loop {
+        let received = chan.recv(deadline, crate::wire::message::type_name(kind))?;
+        if received.msg.type_id() == kind {
+            return Ok(received.msg);
+        }
+        handle_unexpected(chan, received.msg, key)?;
+    }
+}
+
+fn handle_unexpected(chan: &Channel, msg: Message, key: &str) -> Result<()> {
+    match msg {
+        Message::Ping { nonce } => chan.send(&Message::Pong { nonce }),
+        Message::Pong { .. } => Ok(()),
+        Message::Error { code, message } => Err(Error::new(
+            ErrorKind::from_code(code),
+            format!("publisher of '{key}': {message}"),
+        )),
+        Message::Shutdown { .. } => Err(Error::new(
+            ErrorKind::Disconnected,
+            format!("disconnected: publisher of '{key}' shut down during the handshake"),
+        )),
+        other => Err(Error::protocol(format!(
+            "publisher of '{key}' sent unexpected {} during the handshake",
+            other.name()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+
+    #[test]
+    fn a_failed_slot_mapping_with_the_publisher_gone_is_a_disconnection() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut chan = Channel::new(ours, "publisher").unwrap();
+        let driver_error = Error::new(
+            ErrorKind::Cuda,
+            "cuIpcOpenMemHandle failed: CUDA_ERROR_INVALID_HANDLE",
+        );
+        // The publisher is alive: the driver's error stands.
+        let err = publisher_gone_or(&mut chan, driver_error.clone(), "cam");
+        assert_eq!(err.kind(), ErrorKind::Cuda, "{err}");
+        // It died: its socket is at EOF, and that is what the caller hears.
+        drop(theirs);
+        let err = publisher_gone_or(&mut chan, driver_error, "cam");
+        assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
+        assert!(
+            err.to_string().contains("went away during the handshake"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("cuIpcOpenMemHandle"), "{err}");
+    }
+}

@@ -1,0 +1,285 @@
+//! Reading frames from the ring: the fast path, the eventfd sleep, the
+//! control socket, and the frames lost on the way.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags};
+
+use super::lease::{FrameLease, Ring};
+use super::{CopyMode, SubscriberMode, SubscriberStats};
+use crate::channel::{Channel, poll_fds};
+use crate::clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::shm::header::HeaderInfo;
+use crate::wire::layout::{SEQ_INVALID, offsets};
+use crate::wire::message::Message;
+
+/// The reading side of a subscription: the ring, the control socket, the
+/// wake-up eventfd and what was read so far.
+#[derive(Debug)]
+pub(super) struct Reader {
+    pub(super) key: String,
+    pub(super) ring: Arc<Ring>,
+    pub(super) info: HeaderInfo,
+    pub(super) chan: Channel,
+    pub(super) wake: OwnedFd,
+    pub(super) mode: SubscriberMode,
+    pub(super) initial_seq: u64,
+    pub(super) next_seq: u64,
+    pub(super) received: u64,
+    pub(super) dropped: u64,
+    pub(super) copied: u64,
+    pub(super) torn: u64,
+    pub(super) copy: CopyMode,
+    pub(super) strict: bool,
+    pub(super) disconnected: Option<Error>,
+    pub(super) shut_down: bool,
+    /// The control socket was seen readable: read it before the next frame.
+    pub(super) control_pending: bool,
+    /// CLOCK_MONOTONIC ns after which the socket is read even when frames
+    /// keep coming (and poll is never reached).
+    pub(super) control_due_ns: u64,
+}
+
+/// While frames keep coming, the control socket is still read this often
+/// (a SHUTDOWN or ERROR is noticed at most this late).
+const CONTROL_CHECK_NS: u64 = 1_000_000;
+
+impl Reader {
+    /// Counters.
+    pub(super) fn stats(&self) -> SubscriberStats {
+        SubscriberStats {
+            received: self.received,
+            dropped: self.dropped,
+            overwritten: self.ring.overwritten.load(Ordering::Relaxed),
+            copied: self.copied,
+            torn: self.torn,
+        }
+    }
+
+    /// The next frame, waiting up to `timeout` (None = forever).
+    ///
+    /// `Timeout` when nothing came; `Disconnected` once the publisher shut
+    /// down, died, or dropped us (and on every call after).
+    pub(super) fn next(&mut self, timeout: Option<Duration>) -> Result<FrameLease> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        if let Some(e) = &self.disconnected {
+            return Err(e.clone());
+        }
+        loop {
+            // Fast path, a frame is waiting: no system call but the ones
+            // the frame needs. The socket is read when poll saw it readable,
+            // before sleeping, and every CONTROL_CHECK_NS while frames flow.
+            if self.control_pending || clock::monotonic_ns() >= self.control_due_ns {
+                self.poll_control()?;
+            }
+            if let Some(lease) = self.take()? {
+                self.show_dropped();
+                return Ok(lease);
+            }
+            // About to sleep: drain the wake-up counter, then look again, so
+            // a publish after the look leaves it readable for the poll below.
+            let mut counter = [0u8; 8];
+            let _ = nix::unistd::read(&self.wake, &mut counter);
+            self.poll_control()?;
+            let taken = self.take()?;
+            self.show_dropped();
+            if let Some(lease) = taken {
+                return Ok(lease);
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::new(
+                            ErrorKind::Timeout,
+                            format!(
+                                "no frame from '{}' within {} ms",
+                                self.key,
+                                timeout.unwrap_or_default().as_millis()
+                            ),
+                        ));
+                    }
+                    Some(left)
+                }
+            };
+            let mut fds = [
+                PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.chan.socket().as_fd(), PollFlags::POLLIN),
+            ];
+            poll_fds(&mut fds, left)?;
+            self.control_pending = fds[1].revents().is_some_and(|r| !r.is_empty());
+        }
+    }
+
+    /// Handles what the publisher sent on the socket; remembers and returns
+    /// a disconnection.
+    fn poll_control(&mut self) -> Result<()> {
+        if let Some(e) = &self.disconnected {
+            return Err(e.clone());
+        }
+        self.control_pending = false;
+        self.control_due_ns = clock::monotonic_ns() + CONTROL_CHECK_NS;
+        loop {
+            let result = self.chan.try_recv();
+            let err = match result {
+                Ok(None) => return Ok(()),
+                Ok(Some(r)) => match r.msg {
+                    Message::Ping { nonce } => {
+                        let _ = self.chan.send(&Message::Pong { nonce });
+                        continue;
+                    }
+                    Message::Pong { .. } | Message::EventFd { .. } => continue,
+                    Message::Shutdown { reason } => {
+                        self.shut_down = true;
+                        Error::new(
+                            ErrorKind::Disconnected,
+                            format!(
+                                "disconnected: publisher of '{}' shut down (reason {reason})",
+                                self.key
+                            ),
+                        )
+                    }
+                    Message::Error { code, message } => Error::new(
+                        ErrorKind::Disconnected,
+                        format!(
+                            "disconnected: publisher of '{}' reported {}: {message}",
+                            self.key,
+                            ErrorKind::from_code(code).describe()
+                        ),
+                    ),
+                    other => Error::new(
+                        ErrorKind::Disconnected,
+                        format!(
+                            "disconnected: publisher of '{}' sent unexpected {}",
+                            self.key,
+                            other.name()
+                        ),
+                    ),
+                },
+                Err(e) if e.kind() == ErrorKind::Disconnected => Error::new(
+                    ErrorKind::Disconnected,
+                    format!(
+                        "disconnected: publisher of '{}' went away (socket closed)",
+                        self.key
+                    ),
+                ),
+                Err(e) => Error::new(
+                    ErrorKind::Disconnected,
+                    format!("disconnected from '{}': {e}", self.key),
+                ),
+            };
+            self.disconnected = Some(err.clone());
+            return Err(err);
+        }
+    }
+
+    /// The next deliverable frame, if any; counts what was lost on the way.
+    fn take(&mut self) -> Result<Option<FrameLease>> {
+        let ring = self.ring.clone();
+        let header = &ring.header;
+        let global = header.global_seq().load(Ordering::Acquire);
+        if global == SEQ_INVALID || global < self.next_seq {
+            return Ok(None);
+        }
+        if self.mode == SubscriberMode::Latest && global > self.next_seq {
+            // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
+            for slot in 0..ring.ring_size {
+                let seq = header.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire);
+                if (self.next_seq..global).contains(&seq) {
+                    ring.ack(slot, seq);
+                }
+            }
+            self.dropped += global - self.next_seq;
+            self.next_seq = global;
+        }
+        while self.next_seq <= global {
+            let seq = self.next_seq;
+            let Some(slot) = header.find_slot(seq, ring.ring_size) else {
+                // Overwritten, or being rewritten: lost. Go on from the
+                // oldest frame still in the ring.
+                let next = header
+                    .oldest_from(seq + 1, ring.ring_size)
+                    .map_or(global + 1, |oldest| oldest.min(global + 1));
+                self.dropped += next - seq;
+                self.next_seq = next;
+                continue;
+            };
+            self.next_seq += 1;
+            // Taken from here on, until ACKed: the publisher and other
+            // subscribers count the slot as held (decision 25).
+            header.note_taken(ring.bit, seq);
+            let pts = header.slot_field(slot, offsets::SLOT_PTS).load(Ordering::Relaxed) as i64;
+            let published = header
+                .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
+                .load(Ordering::Relaxed);
+            if header.seq_after_read(slot) != seq {
+                self.dropped += 1;
+                continue;
+            }
+            let copy = match self.copy {
+                CopyMode::Never => None,
+                CopyMode::Always => Some(()),
+                CopyMode::Auto => {
+                    (!self.strict || header.held_slots(ring.ring_size) >= ring.ring_size).then_some(())
+                }
+            };
+            let copy = match copy {
+                None => {
+                    ring.mapping.prepare(slot)?;
+                    None
+                }
+                Some(()) => {
+                    let mut buffer = ring.local_buffer()?;
+                    let copied = ring.mapping.copy_out(slot, &ring.layout, &mut buffer);
+                    let intact = copied.is_ok() && header.seq_after_read(slot) == seq;
+                    ring.ack(slot, seq);
+                    if let Err(e) = copied {
+                        ring.mapping.free_local(buffer);
+                        return Err(e);
+                    }
+                    if !intact {
+                        ring.give_back(buffer);
+                        self.torn += 1;
+                        self.dropped += 1;
+                        continue;
+                    }
+                    self.copied += 1;
+                    Some(buffer)
+                }
+            };
+            self.received += 1;
+            crate::testhook::abort_at("sub-holding-lease");
+            return Ok(Some(FrameLease::new(
+                ring.clone(),
+                slot,
+                seq,
+                pts,
+                published,
+                copy,
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Extension: frames lost so far, in our subscriber slot (for `cuframes top`).
+    fn show_dropped(&self) {
+        let lost = self.dropped + self.ring.overwritten.load(Ordering::Relaxed);
+        self.ring
+            .header
+            .subscriber_field(self.ring.bit as usize, offsets::SUB_DROPPED)
+            .store(lost, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if self.disconnected.is_none() {
+            let _ = self.chan.send(&Message::Unsubscribe { reason: 0 });
+        }
+    }
+}
