@@ -125,7 +125,8 @@ typedef struct cuframes_publisher_config {
      */
     cuframes_policy policy;
     /**
-     * STRICT_WAIT: how long a subscriber may hold up a slot; init: 1000 (0 = 1000).
+     * STRICT_WAIT: how long a subscriber may hold up the ring (no slot free
+     * for the next frame) before it is dropped; init: 1000 (0 = 1000).
      */
     uint32_t ack_timeout_ms;
     /**
@@ -177,6 +178,13 @@ typedef struct cuframes_publisher_config {
      * keep the current context.
      */
     int32_t cuda_device;
+    /**
+     * STRICT_WAIT: how long after joining a subscriber may hold up the
+     * ring while its consumer is still starting (its CUDA context, filters,
+     * encoder); the ACK timeout applies once this has passed. init: 10000
+     * (0 = 10000).
+     */
+    uint32_t startup_timeout_ms;
 } cuframes_publisher_config;
 
 /**
@@ -264,6 +272,12 @@ typedef struct cuframes_slot {
 typedef uint32_t cuframes_subscriber_mode;
 
 /**
+ * Whether a subscriber hands out the shared slots or private copies
+ * (`CUFRAMES_COPY_*`; docs/c-api.md, "Holding frames").
+ */
+typedef uint32_t cuframes_copy_mode;
+
+/**
  * How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
  * set at least `key`.
  */
@@ -301,6 +315,18 @@ typedef struct cuframes_subscriber_config {
      * Where to find the key's socket; as for the publisher.
      */
     const char *runtime_dir;
+    /**
+     * Shared slots or private copies; init: CUFRAMES_COPY_NEVER.
+     */
+    cuframes_copy_mode copy;
+    /**
+     * Read-ahead, under DROP_OLDEST: a library thread takes frames as they
+     * are published and queues up to this many for
+     * `cuframes_subscriber_next`, so a consumer that is starting or briefly
+     * slow loses nothing (use it with CUFRAMES_COPY_AUTO). init: 0 = no
+     * thread. Ignored under STRICT_WAIT (the publisher waits instead).
+     */
+    uint32_t read_ahead;
 } cuframes_subscriber_config;
 
 /**
@@ -323,6 +349,19 @@ typedef struct cuframes_subscriber_stats {
      * 1 when the publisher sent SHUTDOWN (a clean end), else 0.
      */
     uint32_t publisher_shut_down;
+    /**
+     * Frames handed out as private copies (counted in `received`).
+     */
+    uint64_t copied;
+    /**
+     * Copies discarded because the publisher rewrote the slot while it was
+     * copied (DROP_OLDEST; counted in `dropped`).
+     */
+    uint64_t torn;
+    /**
+     * Frames read ahead and not yet handed out (0 without read-ahead).
+     */
+    uint64_t queued;
 } cuframes_subscriber_stats;
 
 /**
@@ -515,6 +554,26 @@ typedef struct cuframes_frame_info {
  * Always the newest frame; older unread frames are skipped and counted as dropped.
  */
 #define CUFRAMES_MODE_LATEST 1
+
+/**
+ * Always the shared slot itself. Holding frames holds slots: under
+ * STRICT_WAIT the publisher waits once none is free, and drops the
+ * subscriber after its ACK timeout; under DROP_OLDEST a held frame may be
+ * overwritten (`cuframes_frame_is_intact`).
+ */
+#define CUFRAMES_COPY_NEVER 0
+
+/**
+ * The shared slot while holding it leaves the publisher a free slot, else
+ * a private copy (the slot released at once); under DROP_OLDEST always a
+ * copy. Never stalls the publisher, never tears a frame.
+ */
+#define CUFRAMES_COPY_AUTO 1
+
+/**
+ * Always a private copy; the slot is released at once.
+ */
+#define CUFRAMES_COPY_ALWAYS 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -732,7 +791,8 @@ void cuframes_publisher_destroy(struct cuframes_publisher *publisher);
 /**
  * Fills `config` with the defaults: key and name NULL, mode SEQUENTIAL,
  * connect_timeout_ms 5000, CUDA context and stream NULL, cuda_device -1,
- * runtime_dir NULL. Does nothing when `config` is NULL.
+ * runtime_dir NULL, copy NEVER, read_ahead 0. Does nothing when `config`
+ * is NULL.
  *
  * # Safety
  *
@@ -825,6 +885,21 @@ cuframes_status cuframes_frame_get_info(const struct cuframes_frame *frame,
  * `frame` is NULL or a live frame.
  */
 cuframes_status cuframes_frame_is_intact(const struct cuframes_frame *frame);
+
+/**
+ * 1 when the frame is a private copy (its slot was released when the copy
+ * was made: holding it holds nothing of the publisher's), 0 when it is the
+ * shared slot itself, `CUFRAMES_ERR_INVALID_ARGUMENT` for NULL. A CUDA copy
+ * is device memory of the subscriber's context; releasing it lets later
+ * copies reuse it after the work queued on the subscriber's stream so far,
+ * so it needs no synchronisation before the release (a shared slot does:
+ * docs/c-api.md).
+ *
+ * # Safety
+ *
+ * `frame` is NULL or a live frame.
+ */
+cuframes_status cuframes_frame_is_copy(const struct cuframes_frame *frame);
 
 /**
  * Releases (ACKs) the frame and frees the handle, from any thread, also

@@ -133,6 +133,12 @@ class Lease(_Owner):
                 raise ClosedError(-1, "%s is released" % self.describe(), "invalid argument")
             return self._lib.cuframes_frame_is_intact(self.handle) == 0
 
+    def is_copy(self) -> bool:
+        with self._lock:
+            if not self._alive:
+                raise ClosedError(-1, "%s is released" % self.describe(), "invalid argument")
+            return self._lib.cuframes_frame_is_copy(self.handle) == 1
+
     def _finish(self) -> None:
         handle, self.handle = self.handle, 0
         cuda = self.cuda
@@ -428,6 +434,14 @@ class Frame:
         (``drop_oldest``): what was read since may be torn."""
         self._check()
         return self._lease.is_intact()
+
+    @property
+    def is_copy(self) -> bool:
+        """True for a private copy (its slot was released when it was made:
+        holding it holds nothing of the publisher's), False for the shared
+        slot itself."""
+        self._check()
+        return self._lease.is_copy()
 
     def wait(self, stream: Any = None) -> None:
         """Orders CUDA work after this frame.

@@ -44,6 +44,7 @@ class PublisherConfig(ctypes.Structure):
         ("external_slots", ctypes.POINTER(ctypes.c_uint64)),
         ("group", ctypes.c_char_p),
         ("cuda_device", ctypes.c_int32),
+        ("startup_timeout_ms", ctypes.c_uint32),
     ]
 
 
@@ -83,6 +84,8 @@ class SubscriberConfig(ctypes.Structure):
         ("cuda_stream", ctypes.c_void_p),
         ("cuda_device", ctypes.c_int32),
         ("runtime_dir", ctypes.c_char_p),
+        ("copy", ctypes.c_uint32),
+        ("read_ahead", ctypes.c_uint32),
     ]
 
 
@@ -92,6 +95,9 @@ class SubscriberStats(ctypes.Structure):
         ("dropped", ctypes.c_uint64),
         ("overwritten", ctypes.c_uint64),
         ("publisher_shut_down", ctypes.c_uint32),
+        ("copied", ctypes.c_uint64),
+        ("torn", ctypes.c_uint64),
+        ("queued", ctypes.c_uint64),
     ]
 
 
@@ -152,6 +158,7 @@ _PROTOTYPES = {
     "cuframes_subscriber_destroy": (None, [handle]),
     "cuframes_frame_get_info": (c_status, [handle, _P(FrameInfo)]),
     "cuframes_frame_is_intact": (c_status, [handle]),
+    "cuframes_frame_is_copy": (c_status, [handle]),
     "cuframes_frame_release": (c_status, [handle]),
 }
 
@@ -261,10 +268,10 @@ def _check_layout() -> None:
         return
     expected = {
         PublisherConfig: 96,
-        SubscriberConfig: 56,
+        SubscriberConfig: 64,
         StreamInfo: 80,
         Slot: 80,
-        SubscriberStats: 32,
+        SubscriberStats: 56,
         FrameInfo: 160,
     }
     for struct, size in expected.items():

@@ -129,7 +129,8 @@ class Publisher:
     ``memory``: ``"auto"`` (CUDA when a driver and device are usable),
     ``"host"`` or ``"cuda"``; ``policy``: ``"drop_oldest"`` (never wait)
     or ``"strict_wait"`` (wait up to ``ack_timeout`` seconds for every
-    subscriber's release); ``fps``: advertised rate (a number, Fraction or
+    subscriber's release; ``startup_timeout`` for a subscriber in its first
+    seconds, while its consumer is still starting); ``fps``: advertised rate (a number, Fraction or
     (num, den)). CUDA: ``cuda_context`` (CUcontext handle; default the
     current context, else device 0's primary context — PyTorch's and CuPy's)
     and ``cuda_stream`` (copies are queued there; default: the legacy
@@ -149,6 +150,7 @@ class Publisher:
         policy: Union[str, int] = "drop_oldest",
         memory: Union[str, int] = "auto",
         ack_timeout: float = 1.0,
+        startup_timeout: float = 10.0,
         fps: Any = None,
         cuda_context: Any = None,
         cuda_stream: Any = None,
@@ -175,6 +177,7 @@ class Publisher:
         config.policy = policy_code(policy)
         config.memory = memory_code(memory)
         config.ack_timeout_ms = max(1, _ms(ack_timeout, "ack_timeout", False) or 0)
+        config.startup_timeout_ms = max(1, _ms(startup_timeout, "startup_timeout", False) or 0)
         if fps is not None:
             if isinstance(fps, tuple):
                 num, den = fps

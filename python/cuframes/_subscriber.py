@@ -41,12 +41,22 @@ class StreamInfo(NamedTuple):
 
 
 class SubscriberStats(NamedTuple):
-    """A subscriber's counters."""
+    """A subscriber's counters: frames handed out (``received``, of which
+    ``copied`` were private copies), frames published after joining that
+    were never handed out (``dropped``, of which ``torn`` copies the
+    publisher overwrote while they were made), frames overwritten while
+    held (``overwritten``), frames read ahead and not handed out yet
+    (``queued``)."""
 
     received: int
     dropped: int
     overwritten: int
     publisher_shut_down: bool
+    copied: int = 0
+    torn: int = 0
+    queued: int = 0
+
+_COPY_MODES = {"never": 0, "auto": 1, "always": 2}
 
 
 def stream_info(raw: _lib.StreamInfo) -> StreamInfo:
@@ -101,7 +111,14 @@ class Subscriber:
     ``cuda_stream`` (the stream frames are ordered on; default: the legacy
     default stream), ``sync_on_release`` (synchronise the streams a CUDA
     frame was used on before giving the slot back; default True),
-    ``runtime_dir`` (where the key's socket is).
+    ``runtime_dir`` (where the key's socket is), ``copy`` (``"never"``:
+    frames are the shared slots; ``"auto"``: the slot while holding it
+    leaves the publisher a free slot, else a private copy, and always a
+    copy under ``drop_oldest``; ``"always"``: private copies; see
+    ``python/README.md``, "Holding frames"), ``read_ahead`` (a library
+    thread queues up to this many frames as they are published, so a
+    consumer that is starting or briefly slow loses nothing under
+    ``drop_oldest``; 0: off).
     """
 
     def __init__(
@@ -118,6 +135,8 @@ class Subscriber:
         wait_publisher: float = 0.0,
         sync_on_release: bool = True,
         runtime_dir: Optional[str] = None,
+        copy: str = "never",
+        read_ahead: int = 0,
     ) -> None:
         self._handle: Optional[int] = None
         self._lock = threading.Lock()
@@ -131,6 +150,12 @@ class Subscriber:
         keep = [_lib.encode(key, "key"), _lib.encode(name, "name"), _lib.encode(runtime_dir, "runtime_dir")]
         config.key, config.name, config.runtime_dir = keep
         config.mode = mode_code(mode)
+        if copy not in _COPY_MODES:
+            raise invalid("copy must be 'never', 'auto' or 'always', not %r" % (copy,))
+        config.copy = _COPY_MODES[copy]
+        if isinstance(read_ahead, bool) or not isinstance(read_ahead, int) or not 0 <= read_ahead < 2**32:
+            raise invalid("read_ahead must be a number of frames >= 0, not %r" % (read_ahead,))
+        config.read_ahead = read_ahead
         config.connect_timeout_ms = max(1, _ms(connect_timeout, "connect_timeout", False) or 0)
         if cuda_device is not None:
             if isinstance(cuda_device, bool) or not isinstance(cuda_device, int) or cuda_device < 0:
@@ -187,11 +212,20 @@ class Subscriber:
 
     @property
     def stats(self) -> SubscriberStats:
-        """Frames received, dropped, overwritten; whether the publisher shut down cleanly."""
+        """Frames received, dropped, overwritten, copied, torn, queued; whether
+        the publisher shut down cleanly."""
         with self._lock:
             raw = _lib.SubscriberStats()
             _lib.check(_lib.lib.cuframes_subscriber_get_stats(self._live(), ctypes.byref(raw)))
-        return SubscriberStats(raw.received, raw.dropped, raw.overwritten, bool(raw.publisher_shut_down))
+        return SubscriberStats(
+            raw.received,
+            raw.dropped,
+            raw.overwritten,
+            bool(raw.publisher_shut_down),
+            raw.copied,
+            raw.torn,
+            raw.queued,
+        )
 
     def next(self, timeout: Optional[float] = _DEFAULT) -> Frame:
         """The next frame (per ``mode``), waiting up to ``timeout`` seconds

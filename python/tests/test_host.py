@@ -524,3 +524,56 @@ def test_reading_foreign_capsules():
         imported.close()
         imported.close()  # the deleter runs once
         assert "used_dltensor" in repr(capsule)
+
+
+# --- holding frames: copies and read-ahead -----------------------------------
+
+
+def test_auto_copy_lets_python_hold_more_frames_than_the_ring(key):
+    pub = host_publisher(key, ring=3, policy="strict_wait", ack_timeout=0.2, startup_timeout=0.2)
+    sub = cuframes.Subscriber(key, timeout=5, copy="auto")
+    with pub, sub:
+        held = []
+        for i in range(10):
+            publish_one(pub, i)  # would wait out the ACK timeout if the ring were held
+            held.append(sub.next())
+        assert [f.seq for f in held] == list(range(1, 11))
+        assert sum(not f.is_copy for f in held) == 2, "ring - 1 slots held, the rest copies"
+        assert all(pattern.check_frame(f) for f in held)
+        assert pub.subscriber_count == 1, "never dropped"
+        for f in held:
+            f.close()
+        stats = sub.stats
+        assert (stats.received, stats.copied, stats.dropped) == (10, 8, 0)
+
+
+def test_copy_always_and_never(key):
+    pub = host_publisher(key, ring=2)
+    with pub, cuframes.Subscriber(key, timeout=5, copy="always") as copies, cuframes.Subscriber(key, timeout=5) as slots:
+        publish_one(pub, 0)
+        with copies.next() as a, slots.next() as b:
+            assert a.is_copy and not b.is_copy
+            assert a.planes[0].ptr != b.planes[0].ptr
+            assert pattern.check_frame(a) and pattern.check_frame(b)
+
+
+def test_read_ahead_keeps_a_late_reader_from_losing_frames(key):
+    pub = host_publisher(key, ring=2)
+    with pub, cuframes.Subscriber(key, timeout=5, copy="auto", read_ahead=16) as sub:
+        for i in range(8):
+            publish_one(pub, i)  # four times the ring before anyone reads
+            time.sleep(0.02)
+        seqs = []
+        for _ in range(8):
+            with sub.next() as frame:
+                assert pattern.check_frame(frame)
+                seqs.append(frame.seq)
+        assert seqs == list(range(1, 9))
+        assert sub.stats.dropped == 0 and sub.stats.queued == 0
+
+
+def test_copy_and_read_ahead_arguments(key):
+    with pytest.raises(cuframes.InvalidArgumentError, match="copy"):
+        cuframes.Subscriber(key, copy="sometimes")
+    with pytest.raises(cuframes.InvalidArgumentError, match="read_ahead"):
+        cuframes.Subscriber(key, read_ahead=-1)

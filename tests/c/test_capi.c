@@ -123,12 +123,14 @@ static int test_config_init_defaults(void) {
     CHECK(p.cuda_context == NULL && p.cuda_stream == NULL);
     CHECK(p.external_slots == NULL && p.group == NULL);
     CHECK(p.cuda_device == -1);
+    CHECK(p.startup_timeout_ms == 10000);
     cuframes_subscriber_config_init(&s);
     CHECK(s.key == NULL && s.name == NULL && s.runtime_dir == NULL);
     CHECK(s.mode == CUFRAMES_MODE_SEQUENTIAL);
     CHECK(s.connect_timeout_ms == 5000);
     CHECK(s.cuda_context == NULL && s.cuda_stream == NULL);
     CHECK(s.cuda_device == -1);
+    CHECK(s.copy == CUFRAMES_COPY_NEVER && s.read_ahead == 0);
     cuframes_publisher_config_init(NULL); /* ignored */
     cuframes_subscriber_config_init(NULL);
     return 0;
@@ -322,9 +324,17 @@ static int test_drop_oldest_overwrite_is_reported(void) {
     if (publish(publisher, &source, 1, 100) != 0) return 1;
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &held));
     CHECK_OK(cuframes_frame_is_intact(held));
-    /* Two more frames lap the ring of 2: slot of seq 1 now holds seq 3. */
+    CHECK(cuframes_frame_is_copy(held) == 0);
+    /* Seq 3 spares the held seq 1 and replaces the unread seq 2 (D22). */
     if (publish(publisher, &source, 2, 200) != 0) return 1;
     if (publish(publisher, &source, 3, 300) != 0) return 1;
+    CHECK_OK(cuframes_frame_is_intact(held));
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
+    CHECK_OK(cuframes_frame_get_info(next, &info));
+    CHECK(info.seq == 3 && info.pts_ns == 300);
+    if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
+    /* Both slots held now: seq 4 overwrites the oldest, seq 1. */
+    if (publish(publisher, &source, 4, 400) != 0) return 1;
     CHECK_STATUS(cuframes_frame_is_intact(held), CUFRAMES_ERR_OVERWRITTEN);
     CHECK(strstr(cuframes_last_error(), "frame seq 1") != NULL);
     memset(&info, 0, sizeof info);
@@ -332,19 +342,70 @@ static int test_drop_oldest_overwrite_is_reported(void) {
     CHECK(info.seq == 1);
     CHECK_STATUS(cuframes_frame_release(held), CUFRAMES_ERR_OVERWRITTEN);
     CHECK(strstr(cuframes_last_error(), "lapped the ring") != NULL);
-
-    /* The subscriber goes on with seq 2 and 3. */
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
-    CHECK_OK(cuframes_frame_get_info(next, &info));
-    CHECK(info.seq == 2 && info.pts_ns == 200);
+    CHECK_OK(cuframes_frame_is_intact(next));
     CHECK_OK(cuframes_frame_release(next));
+
+    /* The subscriber goes on with seq 4. */
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
     CHECK_OK(cuframes_frame_get_info(next, &info));
-    CHECK(info.seq == 3);
+    CHECK(info.seq == 4);
     if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_release(next));
     CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
-    CHECK(stats.received == 3 && stats.overwritten == 1 && stats.dropped == 0);
+    CHECK(stats.received == 3 && stats.overwritten == 1 && stats.dropped == 1);
+    source_free(&source);
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+/* CUFRAMES_COPY_AUTO: a consumer holds more frames than the ring has, under
+ * STRICT_WAIT, and the publisher never waits for it: beyond the slots it can
+ * spare, frames are private copies. */
+static int test_auto_copy_holds_more_than_the_ring(void) {
+    enum { FRAMES = 12 };
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *held[FRAMES];
+    cuframes_frame_info info;
+    cuframes_subscriber_stats stats;
+    source_frame source;
+    int slots = 0;
+    unique_key(key, sizeof key, "holdmany");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 64, 32);
+    pconfig.ring_size = 3;
+    pconfig.policy = CUFRAMES_POLICY_STRICT_WAIT;
+    pconfig.ack_timeout_ms = 200;
+    pconfig.startup_timeout_ms = 200;
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    sconfig.copy = 7;
+    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "cuframes_copy_mode") != NULL);
+    CHECK(subscriber == NULL);
+    sconfig.copy = CUFRAMES_COPY_AUTO;
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 64, 32) == 0);
+    for (int i = 0; i < FRAMES; i++) {
+        if (publish(publisher, &source, (uint64_t)i + 1, i * 10) != 0) return 1;
+        CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &held[i]));
+        CHECK_OK(cuframes_frame_get_info(held[i], &info));
+        CHECK(info.seq == (uint64_t)i + 1);
+        slots += cuframes_frame_is_copy(held[i]) == 0;
+    }
+    CHECK(slots == 2); /* ring - 1 slots held, then copies */
+    for (int i = 0; i < FRAMES; i++) {
+        CHECK_OK(cuframes_frame_get_info(held[i], &info));
+        if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 64, 32) != 0) return 1;
+        CHECK_OK(cuframes_frame_release(held[i]));
+    }
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK(stats.received == FRAMES && stats.copied == FRAMES - 2 && stats.dropped == 0);
+    CHECK(cuframes_publisher_subscriber_count(publisher) == 1); /* never dropped */
+    CHECK_STATUS(cuframes_frame_is_copy(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
     source_free(&source);
     cuframes_subscriber_destroy(subscriber);
     cuframes_publisher_destroy(publisher);
@@ -714,6 +775,7 @@ int main(int argc, char **argv) {
         {"round_trip_bgra", test_round_trip_bgra},
         {"next_timeout_on_empty_ring", test_next_timeout_on_empty_ring},
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
+        {"auto_copy_holds_more_than_the_ring", test_auto_copy_holds_more_than_the_ring},
         {"frame_outlives_subscriber", test_frame_outlives_subscriber},
         {"flush_waits_for_held_frames", test_flush_waits_for_held_frames},
         {"wait_delivered_needs_take_not_release", test_wait_delivered_needs_take_not_release},

@@ -11,15 +11,17 @@ use cuframes::{CudaBinding, PublisherConfig, Result, SubscriberConfig};
 use crate::error::invalid;
 use crate::ffi::{optional_path, optional_str, required_str};
 use crate::types::{
-    CUFRAMES_MEMORY_AUTO, CUFRAMES_MODE_SEQUENTIAL, CUFRAMES_POLICY_DROP_OLDEST, cuframes_format,
-    cuframes_memory, cuframes_policy, cuframes_subscriber_mode, format_from_c, memory_request_from_c,
-    mode_from_c, policy_from_c,
+    CUFRAMES_COPY_NEVER, CUFRAMES_MEMORY_AUTO, CUFRAMES_MODE_SEQUENTIAL, CUFRAMES_POLICY_DROP_OLDEST,
+    copy_from_c, cuframes_copy_mode, cuframes_format, cuframes_memory, cuframes_policy,
+    cuframes_subscriber_mode, format_from_c, memory_request_from_c, mode_from_c, policy_from_c,
 };
 
 /// Ring size used when `ring_size` is 0.
 const DEFAULT_RING_SIZE: u32 = 4;
 /// ACK timeout used when `ack_timeout_ms` is 0.
 const DEFAULT_ACK_TIMEOUT_MS: u32 = 1000;
+/// Start-up time used when `startup_timeout_ms` is 0.
+const DEFAULT_STARTUP_TIMEOUT_MS: u32 = cuframes::DEFAULT_STARTUP_TIMEOUT_MS as u32;
 /// Handshake bound used when `connect_timeout_ms` is 0.
 const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 5000;
 
@@ -40,7 +42,8 @@ pub struct cuframes_publisher_config {
     pub ring_size: u32,
     /// Full-ring policy; init: CUFRAMES_POLICY_DROP_OLDEST.
     pub policy: cuframes_policy,
-    /// STRICT_WAIT: how long a subscriber may hold up a slot; init: 1000 (0 = 1000).
+    /// STRICT_WAIT: how long a subscriber may hold up the ring (no slot free
+    /// for the next frame) before it is dropped; init: 1000 (0 = 1000).
     pub ack_timeout_ms: u32,
     /// Memory to put frames in; init: CUFRAMES_MEMORY_AUTO.
     pub memory: cuframes_memory,
@@ -73,6 +76,11 @@ pub struct cuframes_publisher_config {
     /// `cuframes_publisher_config_init`) means device 0: set -1 there to
     /// keep the current context.
     pub cuda_device: i32,
+    /// STRICT_WAIT: how long after joining a subscriber may hold up the
+    /// ring while its consumer is still starting (its CUDA context, filters,
+    /// encoder); the ACK timeout applies once this has passed. init: 10000
+    /// (0 = 10000).
+    pub startup_timeout_ms: u32,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -97,6 +105,14 @@ pub struct cuframes_subscriber_config {
     pub cuda_device: i32,
     /// Where to find the key's socket; as for the publisher.
     pub runtime_dir: *const c_char,
+    /// Shared slots or private copies; init: CUFRAMES_COPY_NEVER.
+    pub copy: cuframes_copy_mode,
+    /// Read-ahead, under DROP_OLDEST: a library thread takes frames as they
+    /// are published and queues up to this many for
+    /// `cuframes_subscriber_next`, so a consumer that is starting or briefly
+    /// slow loses nothing (use it with CUFRAMES_COPY_AUTO). init: 0 = no
+    /// thread. Ignored under STRICT_WAIT (the publisher waits instead).
+    pub read_ahead: u32,
 }
 
 fn cuda_binding(context: *mut c_void, stream: *mut c_void) -> Option<CudaBinding> {
@@ -125,6 +141,7 @@ impl cuframes_publisher_config {
             external_slots: std::ptr::null(),
             group: std::ptr::null(),
             cuda_device: -1,
+            startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
         }
     }
 
@@ -146,6 +163,10 @@ impl cuframes_publisher_config {
         config.policy = policy_from_c(self.policy, "config.policy")?;
         config.ack_timeout = Duration::from_millis(match self.ack_timeout_ms {
             0 => DEFAULT_ACK_TIMEOUT_MS,
+            ms => ms,
+        } as u64);
+        config.startup_timeout = Duration::from_millis(match self.startup_timeout_ms {
+            0 => DEFAULT_STARTUP_TIMEOUT_MS,
             ms => ms,
         } as u64);
         config.memory = memory_request_from_c(self.memory, "config.memory")?;
@@ -192,6 +213,8 @@ impl cuframes_subscriber_config {
             cuda_stream: std::ptr::null_mut(),
             cuda_device: -1,
             runtime_dir: std::ptr::null(),
+            copy: CUFRAMES_COPY_NEVER,
+            read_ahead: 0,
         }
     }
 
@@ -224,6 +247,8 @@ impl cuframes_subscriber_config {
         config.cuda_device = self.cuda_device;
         // SAFETY: by this function's contract.
         config.runtime_dir = unsafe { optional_path(self.runtime_dir) };
+        config.copy = copy_from_c(self.copy, "config.copy")?;
+        config.read_ahead = self.read_ahead as usize;
         Ok(config)
     }
 }

@@ -134,6 +134,26 @@ pub unsafe extern "C" fn cuframes_frame_is_intact(frame: *const cuframes_frame) 
     })
 }
 
+/// 1 when the frame is a private copy (its slot was released when the copy
+/// was made: holding it holds nothing of the publisher's), 0 when it is the
+/// shared slot itself, `CUFRAMES_ERR_INVALID_ARGUMENT` for NULL. A CUDA copy
+/// is device memory of the subscriber's context; releasing it lets later
+/// copies reuse it after the work queued on the subscriber's stream so far,
+/// so it needs no synchronisation before the release (a shared slot does:
+/// docs/c-api.md).
+///
+/// # Safety
+///
+/// `frame` is NULL or a live frame.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_frame_is_copy(frame: *const cuframes_frame) -> cuframes_status {
+    ffi_boundary!("cuframes_frame_is_copy", {
+        // SAFETY: NULL or a live frame, by the caller's contract.
+        let frame = try_c!(unsafe { try_ref(frame, "frame") });
+        frame.lease.is_copy().into()
+    })
+}
+
 /// Releases (ACKs) the frame and frees the handle, from any thread, also
 /// after its subscriber was destroyed. `CUFRAMES_ERR_OVERWRITTEN` when the
 /// publisher overwrote the frame while it was held (the handle is freed

@@ -30,11 +30,19 @@ pub struct cuframes_subscriber_stats {
     pub overwritten: u64,
     /// 1 when the publisher sent SHUTDOWN (a clean end), else 0.
     pub publisher_shut_down: u32,
+    /// Frames handed out as private copies (counted in `received`).
+    pub copied: u64,
+    /// Copies discarded because the publisher rewrote the slot while it was
+    /// copied (DROP_OLDEST; counted in `dropped`).
+    pub torn: u64,
+    /// Frames read ahead and not yet handed out (0 without read-ahead).
+    pub queued: u64,
 }
 
 /// Fills `config` with the defaults: key and name NULL, mode SEQUENTIAL,
 /// connect_timeout_ms 5000, CUDA context and stream NULL, cuda_device -1,
-/// runtime_dir NULL. Does nothing when `config` is NULL.
+/// runtime_dir NULL, copy NEVER, read_ahead 0. Does nothing when `config`
+/// is NULL.
 ///
 /// # Safety
 ///
@@ -167,6 +175,9 @@ pub unsafe extern "C" fn cuframes_subscriber_get_stats(
             dropped: stats.dropped,
             overwritten: stats.overwritten,
             publisher_shut_down: subscriber.inner.publisher_shut_down().into(),
+            copied: stats.copied,
+            torn: stats.torn,
+            queued: subscriber.inner.queued() as u64,
         };
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { write_out(stats_out, out) };

@@ -4,7 +4,9 @@
 
 use std::ffi::c_void;
 
-use cuframes::{FrameLayout, MemoryKind, MemoryRequest, PixelFormat, Policy, Result, SubscriberMode};
+use cuframes::{
+    CopyMode, FrameLayout, MemoryKind, MemoryRequest, PixelFormat, Policy, Result, SubscriberMode,
+};
 
 use crate::error::invalid;
 
@@ -43,6 +45,21 @@ pub type cuframes_subscriber_mode = u32;
 pub const CUFRAMES_MODE_SEQUENTIAL: cuframes_subscriber_mode = 0;
 /// Always the newest frame; older unread frames are skipped and counted as dropped.
 pub const CUFRAMES_MODE_LATEST: cuframes_subscriber_mode = 1;
+
+/// Whether a subscriber hands out the shared slots or private copies
+/// (`CUFRAMES_COPY_*`; docs/c-api.md, "Holding frames").
+pub type cuframes_copy_mode = u32;
+/// Always the shared slot itself. Holding frames holds slots: under
+/// STRICT_WAIT the publisher waits once none is free, and drops the
+/// subscriber after its ACK timeout; under DROP_OLDEST a held frame may be
+/// overwritten (`cuframes_frame_is_intact`).
+pub const CUFRAMES_COPY_NEVER: cuframes_copy_mode = 0;
+/// The shared slot while holding it leaves the publisher a free slot, else
+/// a private copy (the slot released at once); under DROP_OLDEST always a
+/// copy. Never stalls the publisher, never tears a frame.
+pub const CUFRAMES_COPY_AUTO: cuframes_copy_mode = 1;
+/// Always a private copy; the slot is released at once.
+pub const CUFRAMES_COPY_ALWAYS: cuframes_copy_mode = 2;
 
 /// Most planes a frame has (the size of the per-plane arrays).
 pub const CUFRAMES_MAX_PLANES: usize = 4;
@@ -138,6 +155,17 @@ pub(crate) fn mode_from_c(value: cuframes_subscriber_mode, what: &str) -> Result
     }
 }
 
+pub(crate) fn copy_from_c(value: cuframes_copy_mode, what: &str) -> Result<CopyMode> {
+    match value {
+        CUFRAMES_COPY_NEVER => Ok(CopyMode::Never),
+        CUFRAMES_COPY_AUTO => Ok(CopyMode::Auto),
+        CUFRAMES_COPY_ALWAYS => Ok(CopyMode::Always),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_copy_mode (0 NEVER, 1 AUTO, 2 ALWAYS)"
+        ))),
+    }
+}
+
 /// What a stream looks like, gathered from either side.
 pub(crate) struct StreamFacts<'a> {
     pub layout: &'a FrameLayout,
@@ -189,6 +217,9 @@ mod tests {
         assert!(memory_request_from_c(3, "m").is_err());
         assert!(policy_from_c(2, "p").is_err());
         assert!(mode_from_c(2, "m").is_err());
+        assert_eq!(copy_from_c(CUFRAMES_COPY_AUTO, "c").unwrap(), CopyMode::Auto);
+        assert_eq!(copy_from_c(CUFRAMES_COPY_ALWAYS, "c").unwrap(), CopyMode::Always);
+        assert!(copy_from_c(3, "c").is_err());
         assert_eq!(policy_to_c(policy_from_c(1, "p").unwrap()), 1);
         assert_eq!(mode_from_c(1, "m").unwrap(), SubscriberMode::Latest);
         assert!(

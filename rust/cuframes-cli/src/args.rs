@@ -56,9 +56,14 @@ pub struct PublishArgs {
     /// When the ring is full: drop-oldest or strict-wait.
     #[arg(long, default_value = "drop-oldest")]
     pub policy: String,
-    /// strict-wait: how long a subscriber may hold a slot before it is dropped.
+    /// strict-wait: how long a subscriber may hold up the ring (no slot free
+    /// for the next frame) before it is dropped.
     #[arg(long, default_value_t = 1000)]
     pub ack_timeout_ms: u64,
+    /// strict-wait: the same for a subscriber in its first milliseconds,
+    /// while its consumer is still starting.
+    #[arg(long, default_value_t = cuframes::DEFAULT_STARTUP_TIMEOUT_MS)]
+    pub startup_timeout_ms: u64,
     /// Hold the first frame until N subscribers are active.
     #[arg(long, default_value_t = 0)]
     pub wait_subscribers: usize,
@@ -106,6 +111,21 @@ pub struct SubscribeArgs {
     /// peer access. An error without a usable GPU.
     #[arg(long, value_name = "N")]
     pub cuda_device: Option<u32>,
+    /// Frames as the shared slots (never), as private copies (always), or
+    /// the slots while the ring can spare them and copies beyond (auto).
+    #[arg(long, default_value = "never")]
+    pub copy: String,
+    /// Keep the newest N frames unreleased, as an encoder does (frames are
+    /// checked when taken and again when released).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub hold: usize,
+    /// Let a library thread queue up to N frames as they are published.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub read_ahead: usize,
+    /// Wait this long after subscribing before reading, like a consumer
+    /// that is still starting.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub start_delay_ms: u64,
 }
 
 #[derive(Debug, Args)]

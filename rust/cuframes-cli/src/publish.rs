@@ -69,6 +69,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     config.ring_size = a.ring;
     config.policy = Policy::parse(&a.policy)?;
     config.ack_timeout = Duration::from_millis(a.ack_timeout_ms);
+    config.startup_timeout = Duration::from_millis(a.startup_timeout_ms);
     config.memory = MemoryRequest::parse(&a.memory)?;
     if let Some(device) = a.cuda_device {
         // Naming a GPU asks for CUDA memory: auto must not fall back to host.

@@ -1,11 +1,12 @@
 //! `cuframes subscribe`: read (and verify) frames, report latency.
 
+use std::collections::VecDeque;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use cuframes::{
-    Error, ErrorKind, MemoryKind, MemoryRequest, Result, Subscriber, SubscriberConfig, SubscriberMode, clock,
-    pattern,
+    CopyMode, Error, ErrorKind, FrameLease, MemoryKind, MemoryRequest, Result, Subscriber, SubscriberConfig,
+    SubscriberMode, clock, pattern,
 };
 use serde_json::json;
 
@@ -28,6 +29,8 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         config.name = name.clone();
     }
     config.mode = mode;
+    config.copy = CopyMode::parse(&a.copy)?;
+    config.read_ahead = a.read_ahead;
     if let Some(device) = a.cuda_device {
         // Naming a GPU needs one, whatever memory the publisher uses.
         MemoryRequest::Cuda.resolve()?;
@@ -53,7 +56,11 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         );
     }
 
+    if a.start_delay_ms > 0 {
+        std::thread::sleep(Duration::from_millis(a.start_delay_ms));
+    }
     let timeout = Duration::from_millis(a.timeout_ms);
+    let mut held: VecDeque<FrameLease> = VecDeque::with_capacity(a.hold + 1);
     let mut download = Vec::new();
     let mut latencies_ns: Vec<u64> = Vec::with_capacity(a.frames.clamp(1, 1 << 20) as usize);
     let (mut received, mut verified, mut mismatched, mut torn) = (0u64, 0u64, 0u64, 0u64);
@@ -89,7 +96,7 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         first_seq.get_or_insert(lease.seq());
         last_seq = lease.seq();
         if a.verify {
-            let frame = lease.seq() - 1;
+            let frame = lease.seq().wrapping_sub(1);
             let matches = (0..layout.planes().len()).all(|p| match info.memory {
                 // Host frames are checked in place; device frames copied down first.
                 MemoryKind::Host => lease
@@ -114,7 +121,17 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
                 }
             }
         }
-        let _ = lease.release();
+        held.push_back(lease);
+        while held.len() > a.hold {
+            let old = held.pop_front().expect("longer than hold");
+            if a.verify && a.hold > 0 && !old.is_intact() {
+                torn += 1; // a held frame the publisher overwrote
+            }
+            let _ = old.release();
+        }
+    }
+    for old in held.drain(..) {
+        let _ = old.release();
     }
     let elapsed = started.elapsed().as_secs_f64();
     latencies_ns.sort_unstable();
@@ -128,6 +145,7 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         "mismatched": mismatched,
         "dropped": dropped,
         "overwritten": stats.overwritten.max(torn),
+        "copied": stats.copied,
         "p50_us": us(percentile(&latencies_ns, 50.0)),
         "p99_us": us(percentile(&latencies_ns, 99.0)),
         "max_us": us(latencies_ns.last().copied().unwrap_or(0)),

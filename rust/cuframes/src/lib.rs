@@ -41,7 +41,10 @@ pub use memory::{
     CudaBinding, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, cuda_available,
     cuda_unavailable_reason,
 };
-pub use publisher::{PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats, SubscriberInfo};
+pub use publisher::{
+    DEFAULT_STARTUP_TIMEOUT_MS, PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats,
+    SubscriberInfo,
+};
 pub use subscriber::{
     CopyMode, FrameLease, PlaneView, Subscriber, SubscriberConfig, SubscriberMode, SubscriberStats,
 };

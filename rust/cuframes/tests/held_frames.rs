@@ -295,7 +295,11 @@ fn frames_lapped_past_a_full_read_ahead_queue_are_counted() {
         seqs.push(frame.seq());
     }
     assert!(seqs.starts_with(&[1, 2, 3]), "{seqs:?}");
-    assert_eq!(*seqs.last().unwrap(), 12, "the newest frames still arrive: {seqs:?}");
+    assert_eq!(
+        *seqs.last().unwrap(),
+        12,
+        "the newest frames still arrive: {seqs:?}"
+    );
     let stats = sub.stats();
     assert_eq!(stats.received, seqs.len() as u64);
     assert_eq!(stats.received + stats.dropped, 12, "{stats:?}");

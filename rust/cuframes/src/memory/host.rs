@@ -23,6 +23,55 @@ use crate::wire::layout::SlotDescriptor;
 
 const PAGE: usize = 4096;
 
+/// A zeroed, page-aligned heap buffer: a private copy of a frame is
+/// aligned like a slot (SIMD code in consumers such as FFmpeg expects
+/// aligned planes; the allocator's 16 bytes are not enough).
+#[derive(Debug)]
+pub(crate) struct AlignedBytes {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer is owned exclusively by this value; moving it between
+// threads moves that ownership.
+unsafe impl Send for AlignedBytes {}
+// SAFETY: shared references only read the bytes.
+unsafe impl Sync for AlignedBytes {}
+
+impl AlignedBytes {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len.max(1), PAGE).expect("frame sizes are far below isize::MAX")
+    }
+
+    pub(crate) fn zeroed(len: usize) -> AlignedBytes {
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size (at least 1 byte).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBytes { ptr, len }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: `len` initialised (zeroed) bytes owned by self, alive as long as &self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for AlignedBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this very layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) };
+    }
+}
+
 /// Encodes a host slot handle.
 fn encode_handle(offset: u64, length: u64) -> [u8; 64] {
     let mut handle = [0u8; 64];
@@ -258,7 +307,7 @@ impl HostMapping {
 
 impl SlotMapping for HostMapping {
     fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame> {
-        Ok(LocalFrame::Host(vec![0u8; layout.size()].into_boxed_slice()))
+        Ok(LocalFrame::Host(AlignedBytes::zeroed(layout.size())))
     }
 
     fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
@@ -299,7 +348,7 @@ impl SlotMapping for HostMapping {
         };
         let p = layout.planes()[plane];
         let len = p.pitch * (p.rows - 1) + p.row_bytes;
-        dst[..len].copy_from_slice(&bytes[p.offset..p.offset + len]);
+        dst[..len].copy_from_slice(&bytes.as_slice()[p.offset..p.offset + len]);
         Ok(())
     }
 

@@ -178,7 +178,7 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
 #[derive(Debug)]
 pub(crate) enum LocalFrame {
     /// Host memory.
-    Host(Box<[u8]>),
+    Host(host::AlignedBytes),
     /// CUDA device memory.
     Device(cuda::LocalDeviceFrame),
 }
@@ -188,7 +188,7 @@ impl LocalFrame {
     pub(crate) fn plane(&self, layout: &FrameLayout, plane: usize) -> PlanePtr {
         let offset = layout.planes()[plane].offset;
         match self {
-            LocalFrame::Host(bytes) => PlanePtr::Host(bytes[offset..].as_ptr()),
+            LocalFrame::Host(bytes) => PlanePtr::Host(bytes.as_slice()[offset..].as_ptr()),
             LocalFrame::Device(frame) => PlanePtr::Device(frame.ptr() + offset as u64),
         }
     }

@@ -103,8 +103,11 @@ pub struct SubscriberConfig {
     pub runtime_dir: Option<PathBuf>,
     /// Shared slots or private copies (default: never copy).
     pub copy: CopyMode,
-    /// Read-ahead (decision 26): a thread takes frames as they come and
-    /// queues up to this many for `next` (0, the default: no thread).
+    /// Read-ahead (decision 26), under DROP_OLDEST: a thread takes frames
+    /// as they come and queues up to this many for `next`, so a consumer
+    /// that is starting or briefly slow loses nothing (use it with
+    /// [`CopyMode::Auto`]). 0, the default: no thread. Ignored under
+    /// STRICT_WAIT, where the publisher waits for a slow consumer instead.
     pub read_ahead: usize,
 }
 
@@ -168,8 +171,8 @@ impl Subscriber {
         let (bit, initial_seq) = (reader.ring.bit, reader.initial_seq);
         let peer_device = reader.ring.mapping.peer_device();
         let source = match config.read_ahead {
-            0 => Source::Direct(Box::new(reader)),
-            depth => Source::Ahead(ReadAhead::start(reader, depth)?),
+            depth if depth > 0 && !reader.strict => Source::Ahead(ReadAhead::start(reader, depth)?),
+            _ => Source::Direct(Box::new(reader)),
         };
         Ok(Subscriber {
             key,
