@@ -416,6 +416,12 @@ typedef struct cuframes_frame_info {
      * Rows, per plane.
      */
     uint32_t rows[CUFRAMES_MAX_PLANES];
+    /**
+     * Frames published after the previous frame this subscriber handed
+     * out (or after it joined) that it never handed out: lapped by the
+     * publisher (DROP_OLDEST), skipped (LATEST), or torn while copied.
+     */
+    uint64_t lost_before;
 } cuframes_frame_info;
 
 /**

@@ -391,6 +391,9 @@ class Frame:
         self.seq: int = info.seq
         self.pts_ns: int = info.pts_ns
         self.publish_mono_ns: int = info.publish_mono_ns
+        #: Frames published since the previous frame (or since subscribing)
+        #: that this subscriber never received: lapped, skipped or torn.
+        self.lost_before: int = info.lost_before
         self.format: str = FORMAT_NAMES.get(info.format, str(info.format))
         self.width: int = info.width
         self.height: int = info.height

@@ -115,6 +115,7 @@ class FrameInfo(ctypes.Structure):
         ("pitches", ctypes.c_size_t * MAX_PLANES),
         ("row_bytes", ctypes.c_size_t * MAX_PLANES),
         ("rows", ctypes.c_uint32 * MAX_PLANES),
+        ("lost_before", ctypes.c_uint64),
     ]
 
 
@@ -272,7 +273,7 @@ def _check_layout() -> None:
         StreamInfo: 80,
         Slot: 80,
         SubscriberStats: 56,
-        FrameInfo: 160,
+        FrameInfo: 168,
     }
     for struct, size in expected.items():
         if ctypes.sizeof(struct) != size:  # pragma: no cover - a binding bug

@@ -17,9 +17,9 @@ cd "$(dirname "$0")/../.."
 # ---------------------------------------------------------------- a. help
 test_help() {
     local ok=1 what opt out
-    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout memory auto host cuda wait_subscribers wait_timeout runtime_dir group" \
-                "demuxer=cuframes:name timeout reconnect reconnect_timeout reconnect_max copy always never mode sequential latest runtime_dir" \
-                "filter=cuframes:key name timeout copy always never mode sequential latest runtime_dir"; do
+    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout startup_timeout memory auto host cuda wait_subscribers wait_timeout runtime_dir group" \
+                "demuxer=cuframes:name timeout reconnect reconnect_timeout reconnect_max copy always never read_ahead mode sequential latest runtime_dir" \
+                "filter=cuframes:key name timeout copy always never read_ahead mode sequential latest runtime_dir"; do
         if ! out=$(ff 20 -h "${what%%:*}" 2>&1); then
             echo "  ffmpeg -h ${what%%:*} failed"
             ok=0
@@ -315,6 +315,181 @@ test_errors() {
     result "errors: pixel format, no publisher, bad key" $ok
 }
 
+
+# ---------------------------------------------------------------- i. start-up and held frames
+# SRC N: the clip the tests below publish (testsrc2, yuv420p, 320x240).
+held_source() { echo "testsrc2=size=320x240:rate=25"; }
+
+# Subscribers slower to start than the ACK timeout (a 1.5 s stall after they
+# subscribed, ACK timeout 200 ms) are not dropped and lose nothing.
+test_slow_start() {
+    local d="$WORK/slowstart" n=60 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -ack_timeout 200 -wait_subscribers 2 "$KEY"
+    local pub=$BGPID
+    CUFRAMES_TEST_STALL_AT=sub-connected:1500 bg 60 /dev/null "$d/sub1.err" -xerror \
+        -f cuframes -i "$KEY" -f framemd5 "$d/sub1.md5"
+    local s1=$BGPID
+    CUFRAMES_TEST_STALL_AT=sub-connected:1500 bg 60 /dev/null "$d/sub2.err" -xerror \
+        -filter_complex "cuframes=key=$KEY" -f framemd5 "$d/sub2.md5"
+    local s2=$BGPID
+    waitrc $s1 || { echo "  subscriber 1 failed"; ok=0; }
+    waitrc $s2 || { echo "  subscriber 2 (filter) failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    same_frames "subscriber 1" "$d/ref.md5" "$d/sub1.md5" $n || ok=0
+    same_frames "subscriber 2" "$d/ref.md5" "$d/sub2.md5" $n || ok=0
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub1.err" "$d/sub2.err"
+    result "slow start: 1.5 s stall, ACK timeout 200 ms" $ok "($((SECONDS - t)) s)"
+}
+
+# held FILTER NAME: a subscriber whose graph holds many frames (reverse: all
+# of them; tmix: 8) under strict_wait with a ring of 4 gets exactly what the
+# same graph makes of a direct decode, and the publisher never stalls.
+held() {
+    local filter=$1 name=$2 n=60 t=$SECONDS ok=1
+    local d="$WORK/held-$name"
+    mkdir -p "$d"
+    newkey
+    # trim first: reverse ends only at the end of its (otherwise endless) input.
+    ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -vf "trim=end_frame=$n,$filter" \
+        -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -ack_timeout 300 -startup_timeout 300 -ring_size 4 \
+        -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -xerror -f cuframes -i "$KEY" -vf "$filter" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
+        { echo "  subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    same_frames "$name" "$d/ref.md5" "$d/sub.md5" $n || ok=0
+    grep -q "dropped by publisher" "$d/sub.err" && { echo "  the subscriber was dropped"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "held frames: -vf $filter, ring 4" $ok "($((SECONDS - t)) s)"
+}
+
+# The same with copy=never: the graph holds every slot and the publisher
+# drops the subscriber after its timeout. (Shows the test above is not
+# vacuous, and what copy=never risks.)
+test_held_never() {
+    local d="$WORK/held-never" n=60 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -ack_timeout 300 -startup_timeout 300 -ring_size 4 \
+        -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -xerror -f cuframes -copy never -i "$KEY" -vf reverse -f framemd5 "$d/sub.md5" 2>"$d/sub.err"
+    local rc=$?
+    waitrc $pub
+    [ $rc != 0 ] && [ $rc != 124 ] || { echo "  subscriber exit $rc (expected an error)"; ok=0; }
+    grep -q "dropped by publisher of '$KEY': no ACK" "$d/sub.err" ||
+        { echo "  no message that the publisher dropped it"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "held frames: copy=never holding the ring is dropped" $ok "(exit $rc, $((SECONDS - t)) s)"
+}
+
+# Many publishers and subscribers started at once, with CPU hogs beside them:
+# default options but strict_wait, every output frame-exact.
+test_many_at_once() {
+    local d="$WORK/many" n=100 t=$SECONDS ok=1 p i
+    local streams=3
+    mkdir -p "$d"
+    ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -vf tmix=frames=8 \
+        -f framemd5 "$d/ref-tmix.md5" 2>"$d/ref-tmix.err"
+    local hogs=()
+    for i in 1 2; do
+        setsid timeout 60 sh -c 'while :; do :; done' & hogs+=($!); GROUPS_STARTED+=($!)
+    done
+    local pubs=() subs=() keys=()
+    for p in $(seq $streams); do
+        newkey
+        keys+=("$KEY")
+        bg 90 /dev/null "$d/pub$p.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+            -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
+        pubs+=($BGPID)
+    done
+    for p in $(seq $streams); do
+        bg 90 /dev/null "$d/sub$p-a.err" -xerror -f cuframes -timeout 20000 -i "${keys[$((p - 1))]}" \
+            -f framemd5 "$d/sub$p-a.md5"
+        subs+=($BGPID)
+        bg 90 /dev/null "$d/sub$p-b.err" -xerror -f cuframes -timeout 20000 -i "${keys[$((p - 1))]}" \
+            -vf tmix=frames=8 -f framemd5 "$d/sub$p-b.md5"
+        subs+=($BGPID)
+    done
+    for i in "${subs[@]}" "${pubs[@]}"; do
+        waitrc "$i" || { echo "  a process failed (group $i)"; ok=0; }
+    done
+    for i in "${hogs[@]}"; do kill -KILL -- "-$i" 2>/dev/null; done
+    for p in $(seq $streams); do
+        same_frames "stream $p" "$d/ref.md5" "$d/sub$p-a.md5" $n || ok=0
+        same_frames "stream $p tmix" "$d/ref-tmix.md5" "$d/sub$p-b.md5" $n || ok=0
+    done
+    [ $ok = 1 ] || show "$d"/pub*.err "$d"/sub*.err
+    result "many at once: $streams publishers x 2, CPU hogs" $ok "($((SECONDS - t)) s)"
+}
+
+# drop_oldest, real time: a subscriber that is still starting (libx264, and a
+# 300 ms stall after it subscribed) when the first frames come loses none of
+# them (read-ahead). The publisher is the CLI, paced from its first frame: an
+# ffmpeg -re publisher that waited for subscribers publishes its backlog in a
+# burst, which a drop_oldest ring of 4 cannot absorb (docs/ffmpeg.md).
+test_drop_oldest_start() {
+    local d="$WORK/dropstart" n=50 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    cli_publisher "$d/pub.err" --frames $n --wait-subscribers 1
+    local pub=$BGPID
+    wait_published || { echo "  the publisher did not start"; ok=0; }
+    CUFRAMES_TEST_STALL_AT=sub-connected:300 ff 60 -xerror -f cuframes -i "$KEY" \
+        -c:v libx264 -preset ultrafast "$d/out.mp4" 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    ff 60 -i "$d/out.mp4" -f framemd5 "$d/out.md5" 2>"$d/out.err" || ok=0
+    local got
+    got=$(md5s "$d/out.md5" | wc -l)
+    [ "$got" = $n ] || { echo "  $got of $n frames in the output"; ok=0; }
+    grep -q "Lost" "$d/sub.err" && { echo "  frames were lost"; ok=0; }
+    # The control: without read-ahead the same start loses frames, and says so.
+    newkey
+    cli_publisher "$d/pub0.err" --frames $n --wait-subscribers 1
+    pub=$BGPID
+    wait_published || { echo "  the publisher did not start"; ok=0; }
+    CUFRAMES_TEST_STALL_AT=sub-connected:300 ff 60 -xerror -f cuframes -read_ahead 0 -i "$KEY" \
+        -f framemd5 "$d/sub0.md5" 2>"$d/sub0.err" || { echo "  control subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  control publisher failed"; ok=0; }
+    local control
+    control=$(md5s "$d/sub0.md5" | wc -l)
+    [ "$control" -lt $n ] && grep -q "Lost" "$d/sub0.err" ||
+        { echo "  without read-ahead: $control of $n frames and no loss reported"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err" "$d/sub0.err"
+    result "drop_oldest: a slow starter loses nothing" $ok "($got of $n frames; $control without read-ahead, $((SECONDS - t)) s)"
+}
+
+# drop_oldest with a consumer slower than real time: what it loses is said
+# at the first loss and summed up at the end, and received + lost = published.
+test_loss_is_reported() {
+    local d="$WORK/loss" n=50 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    bg 60 /dev/null "$d/pub.err" -re -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -f cuframes -read_ahead 0 -thread_queue_size 1 -i "$KEY" -vf realtime=speed=0.3 \
+        -f framemd5 "$d/sub.md5" 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    local got lost
+    got=$(md5s "$d/sub.md5" | wc -l)
+    grep -q "Lost [0-9]* frame(s) of '$KEY' before frame" "$d/sub.err" || { echo "  no warning at the first loss"; ok=0; }
+    lost=$(sed -n "s/.*'$KEY': [0-9]* frames received (.*), \([0-9]*\) lost.*/\1/p" "$d/sub.err" | tail -n 1)
+    [ -n "$lost" ] && [ "$lost" -gt 0 ] || { echo "  no summary of the loss"; ok=0; }
+    [ -n "$lost" ] && [ $((got + lost)) = $n ] || { echo "  $got received + ${lost:-?} lost != $n"; ok=0; }
+    [ $ok = 1 ] || show "$d/sub.err"
+    result "drop_oldest: loss is reported" $ok "($got received, ${lost:-?} lost)"
+    [ $ok = 1 ] && echo "     $(grep "Lost" "$d/sub.err" | head -n 1 | sed 's/^\[[^]]*\] //' | cut -c1-150)…"
+}
+
 # ---------------------------------------------------------------- run
 selected help && test_help
 selected e2e && {
@@ -334,5 +509,14 @@ selected reconnect && test_reconnect
 selected crashloop && test_crash_loop
 selected cuda && test_cuda_memory
 selected errors && test_errors
+selected slowstart && test_slow_start
+selected held && {
+    held reverse reverse
+    held tmix=frames=8 tmix
+    test_held_never
+}
+selected many && test_many_at_once
+selected dropstart && test_drop_oldest_start
+selected loss && test_loss_is_reported
 
 summary

@@ -56,6 +56,10 @@ pub struct cuframes_frame_info {
     pub row_bytes: [usize; CUFRAMES_MAX_PLANES],
     /// Rows, per plane.
     pub rows: [u32; CUFRAMES_MAX_PLANES],
+    /// Frames published after the previous frame this subscriber handed
+    /// out (or after it joined) that it never handed out: lapped by the
+    /// publisher (DROP_OLDEST), skipped (LATEST), or torn while copied.
+    pub lost_before: u64,
 }
 
 /// The frame's seq, timestamps, geometry and plane pointers. Under
@@ -90,6 +94,7 @@ pub unsafe extern "C" fn cuframes_frame_get_info(
             pitches: [0; CUFRAMES_MAX_PLANES],
             row_bytes: [0; CUFRAMES_MAX_PLANES],
             rows: [0; CUFRAMES_MAX_PLANES],
+            lost_before: lease.lost_before(),
         };
         for index in 0..layout.planes().len().min(CUFRAMES_MAX_PLANES) {
             let view = lease.plane(index);

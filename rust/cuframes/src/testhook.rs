@@ -19,6 +19,11 @@
 //! Unset (the normal case) it costs one load of a cached `None`. It can only
 //! kill the process it is set for, which whoever sets its environment can
 //! do anyway.
+//!
+//! `CUFRAMES_TEST_STALL_AT=<point>:<ms>` makes the process sleep that long
+//! each time it reaches `<point>` instead: `sub-connected` (the end of
+//! `Subscriber::connect`) then plays a consumer that is slow to start (its
+//! first frames published meanwhile).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +53,32 @@ fn target() -> Option<&'static Target> {
             })
         })
         .as_ref()
+}
+
+/// The environment variable of stalls.
+pub const STALL_AT_ENV: &str = "CUFRAMES_TEST_STALL_AT";
+
+fn stall() -> Option<&'static (String, std::time::Duration)> {
+    static STALL: OnceLock<Option<(String, std::time::Duration)>> = OnceLock::new();
+    STALL
+        .get_or_init(|| {
+            let value = std::env::var(STALL_AT_ENV).ok()?;
+            let (point, ms) = value.split_once(':')?;
+            Some((
+                point.to_owned(),
+                std::time::Duration::from_millis(ms.parse().ok()?),
+            ))
+        })
+        .as_ref()
+}
+
+/// Sleeps when `point` is the configured stall point.
+pub(crate) fn stall_at(point: &str) {
+    if let Some((at, pause)) = stall()
+        && at == point
+    {
+        std::thread::sleep(*pause);
+    }
 }
 
 /// Raises SIGKILL when `point` is the configured point, the n-th time.

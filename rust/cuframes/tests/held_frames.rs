@@ -289,9 +289,17 @@ fn frames_lapped_past_a_full_read_ahead_queue_are_counted() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(eventually(Duration::from_secs(2), || sub.queued() == 3));
-    let mut seqs = Vec::new();
+    let (mut seqs, mut lost) = (Vec::new(), 0);
     while let Ok(frame) = sub.next(Some(Duration::from_millis(300))) {
         assert!(lease_matches(&frame));
+        if let Some(&previous) = seqs.last() {
+            assert_eq!(
+                frame.lost_before(),
+                frame.seq() - previous - 1,
+                "the gap, per frame"
+            );
+        }
+        lost += frame.lost_before();
         seqs.push(frame.seq());
     }
     assert!(seqs.starts_with(&[1, 2, 3]), "{seqs:?}");
@@ -303,4 +311,5 @@ fn frames_lapped_past_a_full_read_ahead_queue_are_counted() {
     let stats = sub.stats();
     assert_eq!(stats.received, seqs.len() as u64);
     assert_eq!(stats.received + stats.dropped, 12, "{stats:?}");
+    assert_eq!(lost, stats.dropped, "every loss is on some frame's lost_before");
 }

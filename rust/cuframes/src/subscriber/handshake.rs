@@ -169,6 +169,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let mapping =
         open_mapping(info.memory, &source, &mut fds).map_err(|e| publisher_gone_or(&mut chan, e, &key))?;
     crate::testhook::abort_at("sub-after-accept");
+    crate::testhook::stall_at("sub-after-accept");
     let ring = Arc::new(Ring {
         header,
         mapping,
@@ -193,6 +194,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         dropped: 0,
         copied: 0,
         torn: 0,
+        dropped_before_last: 0,
         copy: config.copy,
         strict,
         disconnected: None,

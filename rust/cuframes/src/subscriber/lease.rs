@@ -67,6 +67,8 @@ pub struct FrameLease {
     slot: usize,
     pts_ns: i64,
     publish_mono_ns: u64,
+    /// Frames lost between the previous frame handed out and this one.
+    lost_before: u64,
     /// A private copy (the slot was released when it was made).
     copy: Option<LocalFrame>,
     released: bool,
@@ -89,6 +91,7 @@ impl FrameLease {
     pub(crate) fn new(
         ring: Arc<Ring>,
         slot: usize,
+        lost_before: u64,
         seq: u64,
         pts_ns: i64,
         publish_mono_ns: u64,
@@ -100,9 +103,17 @@ impl FrameLease {
             slot,
             pts_ns,
             publish_mono_ns,
+            lost_before,
             copy,
             released: false,
         }
+    }
+
+    /// Frames published after the previous frame this subscriber handed out
+    /// (or after it joined) that it never handed out: lapped by the
+    /// publisher, skipped (LATEST), or overwritten while being copied.
+    pub fn lost_before(&self) -> u64 {
+        self.lost_before
     }
 
     /// Whether the frame is a private copy (its slot was released at once;

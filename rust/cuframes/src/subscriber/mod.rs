@@ -174,6 +174,7 @@ impl Subscriber {
             depth if depth > 0 && !reader.strict => Source::Ahead(ReadAhead::start(reader, depth)?),
             _ => Source::Direct(Box::new(reader)),
         };
+        crate::testhook::stall_at("sub-connected");
         Ok(Subscriber {
             key,
             info,

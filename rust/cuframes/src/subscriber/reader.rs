@@ -33,6 +33,8 @@ pub(super) struct Reader {
     pub(super) dropped: u64,
     pub(super) copied: u64,
     pub(super) torn: u64,
+    /// `dropped` when the last frame was handed out.
+    pub(super) dropped_before_last: u64,
     pub(super) copy: CopyMode,
     pub(super) strict: bool,
     pub(super) disconnected: Option<Error>,
@@ -253,10 +255,13 @@ impl Reader {
                 }
             };
             self.received += 1;
+            let lost_before = self.dropped - self.dropped_before_last;
+            self.dropped_before_last = self.dropped;
             crate::testhook::abort_at("sub-holding-lease");
             return Ok(Some(FrameLease::new(
                 ring.clone(),
                 slot,
+                lost_before,
                 seq,
                 pts,
                 published,
