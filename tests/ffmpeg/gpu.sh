@@ -157,6 +157,50 @@ test_reconnect() {
 }
 selected reconnect && test_reconnect
 
+# A busy host (issue 12): 8 NVDEC publishers x 2 CUDA subscribers, all started at
+# once with default options (strict_wait so that every frame must arrive); one
+# subscriber of each stream downloads every frame, the other runs a filter that
+# holds frames (yadif_cuda: 3, thumbnail_cuda: 100) on the ring of 4. Every output
+# is frame-exact against the same filters on a direct decode; nobody is dropped.
+test_many() {
+    local d="$WORK/many" t=$SECONDS ok=1 n=${MANY_STREAMS:-8} i
+    mkdir -p "$d"
+    local holders=("yadif_cuda" "thumbnail_cuda")
+    ff 120 "${NVDEC[@]}" -vf "$DOWN" -f framemd5 - >"$d/ref-a.md5" 2>"$d/ref-a.err" || ok=0
+    for i in 0 1; do
+        ff 120 "${NVDEC[@]}" -vf "${holders[$i]},$DOWN" -f framemd5 - >"$d/ref-$i.md5" 2>"$d/ref-$i.err" || ok=0
+    done
+    local pids=() keys=()
+    for i in $(seq 0 $((n - 1))); do
+        newkey
+        keys+=("$KEY")
+        bg 180 /dev/null "$d/pub$i.err" "${NVDEC[@]}" -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
+        pids+=($BGPID)
+        bg 180 "$d/sub$i-a.md5" "$d/sub$i-a.err" -xerror -f cuframes -i "$KEY" -vf "$DOWN" -f framemd5 -
+        pids+=($BGPID)
+        bg 180 "$d/sub$i-b.md5" "$d/sub$i-b.err" -xerror -loglevel verbose -f cuframes -i "$KEY" \
+            -vf "${holders[$((i % 2))]},$DOWN" -f framemd5 -
+        pids+=($BGPID)
+    done
+    local failed=0
+    for i in "${pids[@]}"; do waitrc "$i" || failed=$((failed + 1)); done
+    [ $failed = 0 ] || { echo "  $failed of ${#pids[@]} processes failed"; ok=0; }
+    for i in $(seq 0 $((n - 1))); do
+        same_frames "stream $i download" "$d/ref-a.md5" "$d/sub$i-a.md5" 300 || ok=0
+        same_frames "stream $i ${holders[$((i % 2))]}" "$d/ref-$((i % 2)).md5" "$d/sub$i-b.md5" || ok=0
+    done
+    local dropped
+    dropped=$(cat "$d"/sub*.err | grep -c "dropped by publisher\|Lost [0-9]")
+    [ "$dropped" = 0 ] || { echo "  $dropped subscribers dropped or losing frames"; ok=0; }
+    local copies
+    copies=$(cat "$d"/sub*-b.err | sed -n 's/.*(\([0-9]*\) as private copies).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+    [ -n "$OUT" ] && mkdir -p "$OUT/many" && cp "$d"/pub0.err "$d"/sub0-*.err "$d"/sub1-*.err "$OUT/many/" 2>/dev/null
+    [ $ok = 1 ] || show "$d/pub0.err" "$d/sub0-a.err" "$d/sub0-b.err" "$d/sub1-b.err"
+    result "busy host: $n NVDEC publishers x 2 (yadif_cuda, thumbnail_cuda) at once" $ok \
+        "($((3 * n)) processes, $copies frames copied by the holding subscribers, $((SECONDS - t)) s)"
+}
+selected many && test_many
+
 
 # PCIe traffic (nvidia-smi dmon, MB/s device->host = txpci) while NVDEC frames go
 # through cuframes to a subscriber that keeps them on the GPU (scale_cuda, null), and

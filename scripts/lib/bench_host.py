@@ -1,0 +1,452 @@
+#!/usr/bin/env python3
+"""The transcoding-host benchmark (scripts/bench-host.sh runs this).
+
+N streams, each read by K consumers, two ways:
+
+  cuframes  N ffmpeg publishers decode once (NVDEC, or the CPU with --memory host)
+            and publish (-f cuframes, strict_wait, wait_subscribers K); N*K ffmpeg
+            subscribers run the consumers on the shared frames.
+  direct    N*K ffmpeg processes, each decoding the stream itself (the habit
+            cuframes replaces).
+
+Consumers, k = 1..K (CUDA / host memory):
+  1 null     -f null
+  2 scale    scale_cuda=640:360 / scale=640:360
+  3 cpu      one frame in 30 downloaded to host memory (select, hwdownload)
+  4 hold     an encoder stand-in that keeps 8 frames (thumbnail_cuda=8 / thumbnail=8)
+
+Every process runs in its own session; /proc is sampled every 0.25 s: CPU per
+process and per thread, context switches, progress (-progress files), GPU memory
+per process and decoder/SM utilisation (nvidia-smi). The steady state is the
+window from 1 s after the last process started to its first output, until the
+first process ends; start-up is what comes before. Results: one JSON object per
+run in OUT/runs.jsonl, and OUT/summary.md (medians and spread over repeats).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+CONSUMERS = {
+    # name: (cuda filter chain or None, host filter chain or None)
+    "null": (None, None),
+    "scale": ("scale_cuda=640:360", "scale=640:360"),
+    "cpu": ("select='not(mod(n,30))',hwdownload,format=nv12", "select='not(mod(n,30))'"),
+    "hold": ("thumbnail_cuda=8", "thumbnail=8"),
+}
+ORDER = ["null", "scale", "cpu", "hold"]
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+class Proc:
+    """One ffmpeg process under observation."""
+
+    def __init__(self, role, stream, consumer, argv, workdir, env):
+        self.role, self.stream, self.consumer = role, stream, consumer
+        self.name = "%s-%d%s" % (role, stream, "-" + consumer if consumer else "")
+        self.progress = os.path.join(workdir, self.name + ".progress")
+        self.errpath = os.path.join(workdir, self.name + ".err")
+        argv = argv[:1] + ["-nostdin", "-hide_banner", "-nostats", "-benchmark",
+                           "-progress", self.progress, "-stats_period", "0.25"] + argv[1:]
+        self.argv = argv
+        self.err = open(self.errpath, "w")
+        self.started = time.monotonic()
+        self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.err,
+                                  env=env, start_new_session=True)
+        self.pid = self.p.pid
+        self.ended = None
+        self.rc = None
+        self.cpu = {}      # t -> cpu seconds (process)
+        self.threads = {}  # comm -> [(t, cpu_s, ctxsw)]
+        self.frames = {}   # t -> frame count (publishers, direct decoders)
+        self.pos = {}      # t -> out_time seconds
+        self.first_output = None
+
+    def sample(self, now):
+        if self.ended is not None:
+            return
+        try:
+            with open("/proc/%d/stat" % self.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            self.cpu[now] = (int(fields[11]) + int(fields[12])) / TICK
+        except OSError:
+            return
+        per = {}
+        try:
+            for tid in os.listdir("/proc/%d/task" % self.pid):
+                try:
+                    with open("/proc/%d/task/%s/stat" % (self.pid, tid)) as f:
+                        raw = f.read()
+                    comm = raw[raw.index("(") + 1:raw.rindex(")")]
+                    fields = raw.rsplit(")", 1)[1].split()
+                    cpu = (int(fields[11]) + int(fields[12])) / TICK
+                    sw = 0
+                    with open("/proc/%d/task/%s/status" % (self.pid, tid)) as f:
+                        for line in f:
+                            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                                sw += int(line.split()[1])
+                    c, s = per.get(comm, (0.0, 0))
+                    per[comm] = (c + cpu, s + sw)
+                except (OSError, ValueError):
+                    continue
+        except OSError:
+            pass
+        for comm, (c, s) in per.items():
+            self.threads.setdefault(comm, []).append((now, c, s))
+        frame, pos = self._progress()
+        if frame is not None:
+            self.frames[now] = frame
+            if frame > 0 and self.first_output is None:
+                self.first_output = now
+        if pos is not None:
+            self.pos[now] = pos
+
+    def _progress(self):
+        try:
+            with open(self.progress) as f:
+                text = f.read()
+        except OSError:
+            return None, None
+        frames = re.findall(r"^frame=(\d+)", text, re.M)
+        times = re.findall(r"^out_time_us=(\d+)", text, re.M)
+        return (int(frames[-1]) if frames else None,
+                int(times[-1]) / 1e6 if times and times[-1] != "N/A" else None)
+
+    def poll(self, now):
+        if self.ended is None and self.p.poll() is not None:
+            self.ended, self.rc = now, self.p.returncode
+            self.err.close()
+        return self.ended is not None
+
+    def at(self, series, t):
+        """The value of a sampled series at (just before) time t."""
+        keys = [k for k in series if k <= t]
+        return series[max(keys)] if keys else None
+
+    def log_text(self):
+        try:
+            with open(self.errpath) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+def gpu_sampler(workdir):
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = open(os.path.join(workdir, "dmon.txt"), "w")
+    return subprocess.Popen(["nvidia-smi", "dmon", "-s", "u", "-d", "1"], stdout=out,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def gpu_memory():
+    """pid -> MiB of GPU memory (compute apps)."""
+    if not shutil.which("nvidia-smi"):
+        return {}
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                               "--format=csv,noheader,nounits"], capture_output=True,
+                              text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    mem = {}
+    for line in text.splitlines():
+        try:
+            pid, mib = [x.strip() for x in line.split(",")]
+            mem[int(pid)] = int(mib)
+        except ValueError:
+            continue
+    return mem
+
+
+def dmon_averages(path):
+    sm, dec = [], []
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                cols = line.split()
+                # gpu sm mem enc dec jpg ofa (ffmpeg-era drivers: gpu sm mem enc dec)
+                try:
+                    sm.append(float(cols[1]))
+                    dec.append(float(cols[4]))
+                except (ValueError, IndexError):
+                    continue
+    except OSError:
+        pass
+    avg = lambda xs: round(sum(xs) / len(xs), 1) if xs else None
+    return avg(sm), avg(dec)
+
+
+def commands(a, approach, n, k, key_prefix):
+    """(role, stream, consumer, argv) for every process of one run."""
+    ff = a.ffmpeg
+    cuda = a.memory == "cuda"
+    decode = (["-hwaccel", "cuda", "-hwaccel_output_format", "cuda"] if cuda else []) + \
+        (["-re"] if a.mode == "re" else []) + ["-i", a.clip]
+    procs = []
+    consumers = ORDER[:k]
+    for s in range(n):
+        key = "%s-%d" % (key_prefix, s)
+        if approach == "cuframes":
+            procs.append(("pub", s, None, [ff] + decode + (["-pix_fmt", "nv12"] if not cuda else []) +
+                          ["-f", "cuframes", "-policy", "strict_wait", "-wait_subscribers", str(k), key]))
+        for c in consumers:
+            chain = CONSUMERS[c][0 if cuda else 1]
+            if approach == "cuframes":
+                src = ["-f", "cuframes", "-timeout", "30000", "-i", key]
+            else:
+                src = decode
+            procs.append(("sub" if approach == "cuframes" else "dec", s, c,
+                          [ff] + src + (["-vf", chain] if chain else []) + ["-f", "null", "-"]))
+    return procs
+
+
+def run_once(a, approach, n, k, rep):
+    workdir = tempfile.mkdtemp(prefix="bench-host-", dir=a.work)
+    runtime = os.path.join(workdir, "run")
+    os.makedirs(runtime)
+    env = dict(os.environ, CUFRAMES_RUNTIME_DIR=runtime)
+    key_prefix = "bh%d" % os.getpid()
+    plan = commands(a, approach, n, k, key_prefix)
+    dmon = gpu_sampler(workdir)
+    t0 = time.monotonic()
+    procs = [Proc(role, s, c, argv, workdir, env) for role, s, c, argv in plan]
+    started = time.monotonic()
+    mem_samples = []
+    deadline = t0 + a.limit
+    next_mem = t0 + 2.0
+    while True:
+        now = time.monotonic()
+        for p in procs:
+            p.sample(now)
+        done = [p.poll(now) for p in procs]
+        if now >= next_mem:
+            mem_samples.append(gpu_memory())
+            next_mem = now + 2.0
+        if all(done):
+            break
+        if now > deadline:
+            for p in procs:
+                if p.ended is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            for p in procs:
+                p.p.wait()
+                p.poll(time.monotonic())
+            break
+        time.sleep(0.25)
+    wall = max(p.ended for p in procs) - t0
+    if dmon:
+        os.killpg(dmon.pid, signal.SIGTERM)
+        dmon.wait()
+    sm, dec = dmon_averages(os.path.join(workdir, "dmon.txt"))
+
+    # Steady window: from 1 s after every process produced output to the first end.
+    outs = [p.first_output for p in procs if p.first_output is not None]
+    w0 = (max(outs) + 1.0) if len(outs) == len(procs) else None
+    w1 = min(p.ended for p in procs) - 0.3
+    steady = None
+    if w0 is not None and w1 - w0 >= 1.0:
+        cpu = sum((p.at(p.cpu, w1) or 0) - (p.at(p.cpu, w0) or 0) for p in procs)
+        sources = [p for p in procs if p.role in ("pub", "dec")]
+        # Source frames of a stream in the window: a publisher's frames; for direct
+        # decoding, what each decoder got through (by output time, as consumers that
+        # drop frames output fewer), summed per stream over its K decoders / K.
+        src_frames = 0.0
+        consumer_frames = 0.0
+        for p in procs:
+            if p.role == "pub":
+                f0, f1 = p.at(p.frames, w0), p.at(p.frames, w1)
+                if f0 is not None and f1 is not None:
+                    src_frames += f1 - f0
+            else:
+                q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
+                if q0 is not None and q1 is not None:
+                    consumer_frames += (q1 - q0) * a.fps
+        if approach == "direct":
+            src_frames = consumer_frames / k
+        sub_cpu = sum((p.at(p.cpu, w1) or 0) - (p.at(p.cpu, w0) or 0) for p in procs if p.role != "pub")
+        pub_cpu = cpu - sub_cpu
+        stream_fps = src_frames / n / (w1 - w0)
+        steady = {
+            "window_s": round(w1 - w0, 2),
+            "cpu_s": round(cpu, 2),
+            "source_frames": round(src_frames),
+            "consumer_frames": round(consumer_frames),
+            "cpu_ms_per_source_frame": round(cpu / src_frames * 1000, 3) if src_frames else None,
+            "cpu_ms_per_consumer_frame": round(sub_cpu / consumer_frames * 1000, 3) if consumer_frames else None,
+            "publisher_cpu_ms_per_frame": round(pub_cpu / src_frames * 1000, 3)
+            if approach == "cuframes" and src_frames else None,
+            "stream_fps": round(stream_fps, 1),
+            "aggregate_fps": round(src_frames / (w1 - w0), 1),
+        }
+        threads = {}
+        for p in procs:
+            for comm, samples in p.threads.items():
+                before = [s for s in samples if s[0] <= w0]
+                after = [s for s in samples if s[0] <= w1]
+                if not before or not after:
+                    continue
+                key = "%s:%s" % (p.role, re.sub(r"\d+", "N", comm))
+                c, sw = threads.get(key, (0.0, 0))
+                threads[key] = (c + after[-1][1] - before[-1][1], sw + after[-1][2] - before[-1][2])
+        steady["threads"] = {k2: {"cpu_s": round(v[0], 2), "ctxsw": v[1]}
+                             for k2, v in sorted(threads.items(), key=lambda kv: -kv[1][0])[:12]}
+    total_cpu = sum(max(p.cpu.values()) if p.cpu else 0 for p in procs)
+    startup_cpu = None
+    if w0 is not None:
+        startup_cpu = round(sum(p.at(p.cpu, w0) or 0 for p in procs), 2)
+    failures = [p.name for p in procs if p.rc != 0]
+    lost = sum(1 for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text()))
+    mems = {}
+    for sample in mem_samples:
+        for p in procs:
+            if p.pid in sample:
+                mems.setdefault(p.role, []).append(sample[p.pid])
+    result = {
+        "approach": approach, "streams": n, "consumers": k, "mode": a.mode, "memory": a.memory,
+        "repeat": rep, "wall_s": round(wall, 2), "cpu_s": round(total_cpu, 2),
+        "startup_cpu_s": startup_cpu, "steady": steady, "failures": failures,
+        "processes_reporting_loss": lost, "gpu_sm_util": sm, "nvdec_util": dec,
+        "gpu_mib_per_process": {r: round(statistics.median(v)) for r, v in mems.items()},
+        "processes": len(procs),
+    }
+    if a.mode == "re" and steady:
+        result["real_time"] = steady["stream_fps"] >= 0.97 * a.fps and not failures
+    if failures or a.keep_logs:
+        dest = os.path.join(a.out, "logs", "%s-n%d-k%d-%s-r%d" % (approach, n, k, a.mode, rep))
+        os.makedirs(dest, exist_ok=True)
+        for p in procs:
+            if p.rc != 0 or a.keep_logs:
+                shutil.copy(p.errpath, dest)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def summarize(runs, out):
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["mode"], r["streams"], r["consumers"], r["approach"]), []).append(r)
+    lines = ["| mode | N | K | approach | runs | wall s | agg. fps (steady) | CPU ms/source frame | "
+             "CPU ms/consumer frame | pub CPU ms/frame | start-up CPU s | real time | failures | loss | "
+             "NVDEC % | SM % | GPU MiB/proc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def med(vals):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "–"
+        m = statistics.median(vals)
+        if len(vals) == 1:
+            return "%g" % m
+        return "%g (%g–%g)" % (m, min(vals), max(vals))
+
+    for key in sorted(groups):
+        rs = groups[key]
+        st = [r["steady"] or {} for r in rs]
+        lines.append("| %s | %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |" % (
+            key[0], key[1], key[2], key[3], len(rs), med([r["wall_s"] for r in rs]),
+            med([s.get("aggregate_fps") for s in st]),
+            med([s.get("cpu_ms_per_source_frame") for s in st]),
+            med([s.get("cpu_ms_per_consumer_frame") for s in st]),
+            med([s.get("publisher_cpu_ms_per_frame") for s in st]),
+            med([r["startup_cpu_s"] for r in rs]),
+            "/".join("yes" if r.get("real_time") else "no" for r in rs) if key[0] == "re" else "–",
+            sum(len(r["failures"]) for r in rs), sum(r["processes_reporting_loss"] for r in rs),
+            med([r["nvdec_util"] for r in rs]), med([r["gpu_sm_util"] for r in rs]),
+            ", ".join("%s %s" % (role, mib) for role, mib in sorted(rs[0]["gpu_mib_per_process"].items())) or "–"))
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return "\n".join(lines)
+
+
+def make_clip(a):
+    if os.path.exists(a.clip):
+        return
+    log("bench-host: making %s (%s, %d s at %d fps, H.264)" % (a.clip, a.size, a.seconds, a.fps))
+    subprocess.run([a.ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i",
+                    "testsrc2=size=%s:rate=%d" % (a.size, a.fps), "-t", str(a.seconds),
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-g", "60", "-y",
+                    a.clip], check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ffmpeg", default="build/ffmpeg/bin/ffmpeg")
+    ap.add_argument("--memory", choices=["cuda", "host"], default="cuda")
+    ap.add_argument("--clip", default=None, help="H.264 clip (made with testsrc2 when missing)")
+    ap.add_argument("--size", default="1920x1080")
+    ap.add_argument("--fps", type=int, default=30)
+    ap.add_argument("--seconds", type=int, default=20, help="length of a made clip")
+    ap.add_argument("--streams", default="8,16")
+    ap.add_argument("--consumers", default="1,2,3,4")
+    ap.add_argument("--approaches", default="cuframes,direct")
+    ap.add_argument("--mode", choices=["re", "fast"], default="fast",
+                    help="re: streams played in real time (-re); fast: as fast as possible")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--capacity", default=None,
+                    help="comma list of N to try with K=3 in real time, for each approach, until one misses")
+    ap.add_argument("--limit", type=float, default=180.0, help="seconds a run may take")
+    ap.add_argument("--keep-logs", action="store_true")
+    ap.add_argument("--out", default="bench-host-out")
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    a.work = a.work or tempfile.gettempdir()
+    a.clip = a.clip or os.path.join(a.out, "clip-%s-%ds.mp4" % (a.size, a.seconds))
+    make_clip(a)
+    runs = []
+    jsonl = open(os.path.join(a.out, "runs.jsonl"), "a")
+
+    def record(r):
+        runs.append(r)
+        jsonl.write(json.dumps(r) + "\n")
+        jsonl.flush()
+        st = r["steady"] or {}
+        log("bench-host: %-8s N=%-2d K=%d %s rep %d: wall %.1f s, steady %s fps, %s ms CPU/source frame, "
+            "%s ms/consumer frame%s%s%s" % (
+                r["approach"], r["streams"], r["consumers"], r["mode"], r["repeat"], r["wall_s"],
+                st.get("aggregate_fps"), st.get("cpu_ms_per_source_frame"), st.get("cpu_ms_per_consumer_frame"),
+                ", real time" if r.get("real_time") else (", NOT real time" if a.mode == "re" else ""),
+                ", %d failed" % len(r["failures"]) if r["failures"] else "",
+                ", %d reported loss" % r["processes_reporting_loss"] if r["processes_reporting_loss"] else ""))
+
+    approaches = a.approaches.split(",")
+    if a.capacity:
+        a.mode = "re"
+        for approach in approaches:
+            for n in [int(x) for x in a.capacity.split(",")]:
+                r = run_once(a, approach, n, 3, 0)
+                r["capacity_probe"] = True
+                record(r)
+                if not r.get("real_time"):
+                    break
+    else:
+        for rep in range(a.repeat):
+            for n in [int(x) for x in a.streams.split(",")]:
+                for k in [int(x) for x in a.consumers.split(",")]:
+                    # Alternate the order so neither approach always runs first.
+                    for approach in (approaches if rep % 2 == 0 else approaches[::-1]):
+                        record(run_once(a, approach, n, k, rep))
+    print(summarize(runs, a.out))
+
+
+if __name__ == "__main__":
+    main()
