@@ -8,7 +8,10 @@
 #                               on the GPU machine, from the repository root,
 #                               with the staged .gpu/ beside it: runs the GPU
 #                               tests (PARTs: rust c crash ffmpeg demo python bench
-#                               ring; default all but bench, ring), logs under $OUT
+#                               ring profile host; default all but bench, ring,
+#                               profile, host), logs under $OUT; FFMPEG_TESTS picks
+#                               words of tests/ffmpeg/gpu.sh, BENCH_HOST_ARGS the
+#                               arguments of scripts/bench-host.sh (part host)
 #
 # The GPU machine has no Rust toolchain and no network, so everything it runs
 # is built and staged here.
@@ -110,7 +113,8 @@ run() {
         crash) part "CUDA crash matrix" cuda-crash.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
             "$stage/tests/cuda_crash" --ignored --test-threads=1 --nocapture ;;
         ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
-            MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" tests/ffmpeg/gpu.sh ;;
+            MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" \
+            tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
         python) if [ -f scripts/gpu/python.sh ]; then
@@ -119,6 +123,9 @@ run() {
         else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
         profile) part "Subscriber CPU profile" profile.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             bash scripts/gpu/profile-subscriber.sh ;;
+        host) part "Transcoding-host benchmark (scripts/bench-host.sh ${BENCH_HOST_ARGS:-})" bench-host.log \
+            "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
+            bash scripts/bench-host.sh --out "$OUT/bench-host" ${BENCH_HOST_ARGS:-} ;;
         bench | ring) part "Benchmarks ($want)" bench.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/bench.sh "$want" ;;
         *) echo "gpu-test: unknown part $want" >&2; failures=$((failures + 1)) ;;

@@ -208,7 +208,7 @@ def commands(a, approach, n, k, key_prefix):
         for c in consumers:
             chain = CONSUMERS[c][0 if cuda else 1]
             if approach == "cuframes":
-                src = ["-f", "cuframes", "-timeout", "30000", "-i", key]
+                src = ["-f", "cuframes", "-timeout", "30000"] + a.sub_options.split() + ["-i", key]
             else:
                 src = decode
             procs.append(("sub" if approach == "cuframes" else "dec", s, c,
@@ -321,7 +321,8 @@ def run_once(a, approach, n, k, rep):
             if p.pid in sample:
                 mems.setdefault(p.role, []).append(sample[p.pid])
     result = {
-        "approach": approach, "streams": n, "consumers": k, "mode": a.mode, "memory": a.memory,
+        "approach": approach + (" " + a.label if a.label and approach == "cuframes" else ""),
+        "streams": n, "consumers": k, "mode": a.mode, "memory": a.memory,
         "repeat": rep, "wall_s": round(wall, 2), "cpu_s": round(total_cpu, 2),
         "startup_cpu_s": startup_cpu, "steady": steady, "failures": failures,
         "processes_reporting_loss": lost, "gpu_sm_util": sm, "nvdec_util": dec,
@@ -405,6 +406,8 @@ def main():
                     help="comma list of N to try with K=3 in real time, for each approach, until one misses")
     ap.add_argument("--limit", type=float, default=180.0, help="seconds a run may take")
     ap.add_argument("--keep-logs", action="store_true")
+    ap.add_argument("--sub-options", default="", help="extra input options of cuframes subscribers (e.g. '-copy always')")
+    ap.add_argument("--label", default="", help="a name for this variant in the results")
     ap.add_argument("--out", default="bench-host-out")
     ap.add_argument("--work", default=None)
     a = ap.parse_args()

@@ -62,6 +62,36 @@ fn cuda_frames_reach_two_verifying_subscribers() {
     assert!(out.stderr.contains("cuda memory"), "{out}");
 }
 
+/// Decision 25 on the GPU: a subscriber that holds 10 frames of a ring of 4
+/// gets device-to-device copies beyond the slots it may hold; one that
+/// copies every frame; both verify every frame (the copies are read back
+/// from the subscriber's own device memory), and the publisher never waits
+/// for them into a drop.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+fn cuda_subscribers_holding_frames_get_device_copies() {
+    let env = TestEnv::new();
+    let key = env.key("cudahold");
+    let publisher = cuda_publish(
+        &env,
+        &key,
+        "--size 1920x1080 --fps 0 --frames 300 --policy strict-wait --ack-timeout-ms 500 --startup-timeout-ms 500 --wait-subscribers 2",
+    );
+    let holder = env.subscribe(&key, "--verify --frames 300 --hold 10 --copy auto --name holder");
+    let copier = env.subscribe(&key, "--verify --frames 300 --copy always --name copier");
+    for (s, min_copies) in [(holder, 300 - 3 * 30), (copier, 300)] {
+        let summary = s.wait(Duration::from_secs(60)).assert_success().json();
+        assert_eq!(summary["memory"], "cuda", "{summary}");
+        assert_all_verified(&summary, 1, 300);
+        let copied = summary["copied"].as_u64().unwrap();
+        assert!(copied >= min_copies && copied <= 300, "{summary}");
+        eprintln!("subscriber: {summary}");
+    }
+    let out = publisher.wait(EXIT_LIMIT);
+    out.assert_success();
+    assert!(out.stderr.contains("0 dropped for ACK timeout"), "{out}");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
 fn auto_picks_cuda_when_a_gpu_is_present() {
