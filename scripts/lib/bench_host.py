@@ -310,9 +310,10 @@ def run_once(a, approach, n, k, rep):
         steady["threads"] = {k2: {"cpu_s": round(v[0], 2), "ctxsw": v[1]}
                              for k2, v in sorted(threads.items(), key=lambda kv: -kv[1][0])[:12]}
     total_cpu = sum(max(p.cpu.values()) if p.cpu else 0 for p in procs)
+    # Start-up: what each process used until its first output.
     startup_cpu = None
-    if w0 is not None:
-        startup_cpu = round(sum(p.at(p.cpu, w0) or 0 for p in procs), 2)
+    if len(outs) == len(procs):
+        startup_cpu = round(sum(p.at(p.cpu, p.first_output) or 0 for p in procs), 2)
     failures = [p.name for p in procs if p.rc != 0]
     lost = sum(1 for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text()))
     mems = {}
