@@ -204,7 +204,8 @@ def commands(a, approach, n, k, key_prefix):
         key = "%s-%d" % (key_prefix, s)
         if approach == "cuframes":
             procs.append(("pub", s, None, [ff] + decode + (["-pix_fmt", "nv12"] if not cuda else []) +
-                          ["-f", "cuframes", "-policy", "strict_wait", "-wait_subscribers", str(k), key]))
+                          ["-f", "cuframes", "-policy", "strict_wait", "-wait_subscribers", str(k)] +
+                          a.pub_options.split() + [key]))
         for c in consumers:
             chain = CONSUMERS[c][0 if cuda else 1]
             if approach == "cuframes":
@@ -330,8 +331,13 @@ def run_once(a, approach, n, k, rep):
         "gpu_mib_per_process": {r: round(statistics.median(v)) for r, v in mems.items()},
         "processes": len(procs),
     }
-    if a.mode == "re" and steady:
-        result["real_time"] = steady["stream_fps"] >= 0.97 * a.fps and not failures
+    if a.mode == "re":
+        # Playing in real time, a process that keeps up ends one clip length after
+        # its first output; lag is how much later it ended.
+        lags = [p.ended - p.first_output - a.duration for p in procs if p.first_output is not None]
+        result["max_lag_s"] = round(max(lags), 2) if lags else None
+        result["real_time"] = (bool(lags) and len(lags) == len(procs) and not failures
+                               and max(lags) <= 0.05 * a.duration)
     if failures or a.keep_logs:
         dest = os.path.join(a.out, "logs", "%s-n%d-k%d-%s-r%d" % (approach, n, k, a.mode, rep))
         os.makedirs(dest, exist_ok=True)
@@ -347,7 +353,7 @@ def summarize(runs, out):
     for r in runs:
         groups.setdefault((r["mode"], r["streams"], r["consumers"], r["approach"]), []).append(r)
     lines = ["| mode | N | K | approach | runs | wall s | agg. fps (steady) | CPU ms/source frame | "
-             "CPU ms/consumer frame | pub CPU ms/frame | start-up CPU s | real time | failures | loss | "
+             "CPU ms/consumer frame | pub CPU ms/frame | start-up CPU s | real time (max lag s) | failures | loss | "
              "NVDEC % | SM % | GPU MiB/proc |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
@@ -370,7 +376,8 @@ def summarize(runs, out):
             med([s.get("cpu_ms_per_consumer_frame") for s in st]),
             med([s.get("publisher_cpu_ms_per_frame") for s in st]),
             med([r["startup_cpu_s"] for r in rs]),
-            "/".join("yes" if r.get("real_time") else "no" for r in rs) if key[0] == "re" else "–",
+            "/".join(("yes" if r.get("real_time") else "no") + " (%s)" % r.get("max_lag_s") for r in rs)
+            if key[0] == "re" else "–",
             sum(len(r["failures"]) for r in rs), sum(r["processes_reporting_loss"] for r in rs),
             med([r["nvdec_util"] for r in rs]), med([r["gpu_sm_util"] for r in rs]),
             ", ".join("%s %s" % (role, mib) for role, mib in sorted(rs[0]["gpu_mib_per_process"].items())) or "–"))
@@ -379,13 +386,20 @@ def summarize(runs, out):
     return "\n".join(lines)
 
 
+def clip_duration(a):
+    out = subprocess.run([a.ffmpeg, "-hide_banner", "-i", a.clip], capture_output=True, text=True).stderr
+    m = re.search(r"Duration: (\d+):(\d+):(\d+\.\d+)", out)
+    return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3)) if m else float(a.seconds)
+
+
 def make_clip(a):
     if os.path.exists(a.clip):
         return
     log("bench-host: making %s (%s, %d s at %d fps, H.264)" % (a.clip, a.size, a.seconds, a.fps))
     subprocess.run([a.ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i",
                     "testsrc2=size=%s:rate=%d" % (a.size, a.fps), "-t", str(a.seconds),
-                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-g", "60", "-y",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "6M", "-maxrate", "6M", "-bufsize", "12M",
+                    "-pix_fmt", "yuv420p", "-g", "60", "-y",
                     a.clip], check=True)
 
 
@@ -408,6 +422,7 @@ def main():
     ap.add_argument("--limit", type=float, default=180.0, help="seconds a run may take")
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--sub-options", default="", help="extra input options of cuframes subscribers (e.g. '-copy always')")
+    ap.add_argument("--pub-options", default="", help="extra options of cuframes publishers (e.g. '-ring_size 8')")
     ap.add_argument("--label", default="", help="a name for this variant in the results")
     ap.add_argument("--out", default="bench-host-out")
     ap.add_argument("--work", default=None)
@@ -416,6 +431,7 @@ def main():
     a.work = a.work or tempfile.gettempdir()
     a.clip = a.clip or os.path.join(a.out, "clip-%s-%ds.mp4" % (a.size, a.seconds))
     make_clip(a)
+    a.duration = clip_duration(a)
     runs = []
     jsonl = open(os.path.join(a.out, "runs.jsonl"), "a")
 
