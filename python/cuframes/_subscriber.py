@@ -131,7 +131,7 @@ class Subscriber:
         cuda_device: Optional[int] = None,
         cuda_context: Any = None,
         cuda_stream: Any = None,
-        connect_timeout: float = 5.0,
+        connect_timeout: float = 30.0,
         wait_publisher: float = 0.0,
         sync_on_release: bool = True,
         runtime_dir: Optional[str] = None,

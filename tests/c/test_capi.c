@@ -127,7 +127,7 @@ static int test_config_init_defaults(void) {
     cuframes_subscriber_config_init(&s);
     CHECK(s.key == NULL && s.name == NULL && s.runtime_dir == NULL);
     CHECK(s.mode == CUFRAMES_MODE_SEQUENTIAL);
-    CHECK(s.connect_timeout_ms == 5000);
+    CHECK(s.connect_timeout_ms == 30000);
     CHECK(s.cuda_context == NULL && s.cuda_stream == NULL);
     CHECK(s.cuda_device == -1);
     CHECK(s.copy == CUFRAMES_COPY_NEVER && s.read_ahead == 0);

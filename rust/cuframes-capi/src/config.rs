@@ -23,7 +23,7 @@ const DEFAULT_ACK_TIMEOUT_MS: u32 = 1000;
 /// Start-up time used when `startup_timeout_ms` is 0.
 const DEFAULT_STARTUP_TIMEOUT_MS: u32 = cuframes::DEFAULT_STARTUP_TIMEOUT_MS as u32;
 /// Handshake bound used when `connect_timeout_ms` is 0.
-const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 5000;
+const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 30000;
 
 /// How to create a publisher. Initialise with `cuframes_publisher_config_init`,
 /// then set at least `key`, `format`, `width` and `height`.
@@ -95,7 +95,8 @@ pub struct cuframes_subscriber_config {
     pub name: *const c_char,
     /// Frame selection; init: CUFRAMES_MODE_SEQUENTIAL.
     pub mode: cuframes_subscriber_mode,
-    /// Bound on the whole handshake; init: 5000 (0 = 5000).
+    /// Bound on the whole handshake (CUDA memory: making the CUDA context
+    /// and mapping the slots included); init: 30000 (0 = 30000).
     pub connect_timeout_ms: u32,
     /// CUcontext frames are mapped in (CUDA memory only); NULL = current.
     pub cuda_context: *mut c_void,

@@ -40,7 +40,7 @@ pub struct cuframes_subscriber_stats {
 }
 
 /// Fills `config` with the defaults: key and name NULL, mode SEQUENTIAL,
-/// connect_timeout_ms 5000, CUDA context and stream NULL, cuda_device -1,
+/// connect_timeout_ms 30000, CUDA context and stream NULL, cuda_device -1,
 /// runtime_dir NULL, copy NEVER, read_ahead 0. Does nothing when `config`
 /// is NULL.
 ///

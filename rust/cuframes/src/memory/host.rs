@@ -14,7 +14,9 @@ use nix::sys::stat::fstat;
 use nix::unistd::ftruncate;
 
 use super::cuda::driver::{self, Context, Mem};
-use super::{CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use super::{
+    CopyTicket, CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::shm::region::{Access, MappedRegion};
@@ -310,7 +312,13 @@ impl SlotMapping for HostMapping {
         Ok(LocalFrame::Host(AlignedBytes::zeroed(layout.size())))
     }
 
-    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
+    fn copy_out(
+        &self,
+        index: usize,
+        layout: &FrameLayout,
+        dst: &mut LocalFrame,
+        _wait: bool,
+    ) -> Result<Option<CopyTicket>> {
         let LocalFrame::Host(bytes) = dst else {
             return Err(Error::new(
                 ErrorKind::Internal,
@@ -329,7 +337,7 @@ impl SlotMapping for HostMapping {
                 len,
             )
         };
-        Ok(())
+        Ok(None)
     }
 
     fn free_local(&self, frame: LocalFrame) {

@@ -130,7 +130,9 @@ pub struct PublisherConfig {
     /// Subscribers on another GPU read the frames over peer access when
     /// the GPUs can peer (decision 21).
     pub cuda_device: i32,
-    /// How long a connecting subscriber may take to finish its handshake.
+    /// How long a connecting subscriber may take to finish its handshake
+    /// (default 30 s: it makes its CUDA context meanwhile, which takes
+    /// seconds on a busy host).
     pub handshake_timeout: Duration,
     /// EXTERNAL ownership (spec `ownership_mode` 1): the caller's own CUDA
     /// buffers are the slots, one per ring slot, each the base of its own
@@ -165,7 +167,7 @@ impl PublisherConfig {
             fps: None,
             cuda: None,
             cuda_device: -1,
-            handshake_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(30),
             external_slots: None,
             runtime_dir: None,
             group: None,

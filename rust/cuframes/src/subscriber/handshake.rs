@@ -108,6 +108,25 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         )));
     }
 
+    // CUDA memory is mapped before SUBSCRIBE (decision 23): making a CUDA
+    // context takes seconds on a busy host, and the publisher counts a
+    // subscriber's start-up time from its admission.
+    let source = MappingSource {
+        layout: &info.layout,
+        slots: &snapshot.slots[..info.ring_size.min(MAX_RING_SIZE)],
+        event_handle: &snapshot.ipc_event_handle,
+        device_uuid: info.meta.device_uuid,
+        cuda: config.cuda,
+        cuda_device: config.cuda_device,
+    };
+    let mut mapping = match info.memory {
+        MemoryKind::Cuda => Some(
+            open_mapping(info.memory, &source, &mut Vec::new())
+                .map_err(|e| publisher_gone_or(&mut chan, e, &key))?,
+        ),
+        MemoryKind::Host => None,
+    };
+
     // SUBSCRIBE
     crate::testhook::abort_at("sub-after-hello");
     chan.send(&Message::SubscribeReq {
@@ -158,18 +177,13 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         .position(|(p, _)| *p == fd_purpose::WAKEUP)
         .expect("collected above");
     let (_, wake) = fds.swap_remove(at);
-    let source = MappingSource {
-        layout: &info.layout,
-        slots: &snapshot.slots[..info.ring_size.min(MAX_RING_SIZE)],
-        event_handle: &snapshot.ipc_event_handle,
-        device_uuid: info.meta.device_uuid,
-        cuda: config.cuda,
-        cuda_device: config.cuda_device,
+    let mapping = match mapping.take() {
+        Some(mapping) => mapping,
+        None => {
+            open_mapping(info.memory, &source, &mut fds).map_err(|e| publisher_gone_or(&mut chan, e, &key))?
+        }
     };
-    let mapping =
-        open_mapping(info.memory, &source, &mut fds).map_err(|e| publisher_gone_or(&mut chan, e, &key))?;
     crate::testhook::abort_at("sub-after-accept");
-    crate::testhook::stall_at("sub-after-accept");
     let ring = Arc::new(Ring {
         header,
         mapping,
@@ -195,6 +209,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         copied: 0,
         torn: 0,
         dropped_before_last: 0,
+        copying: Vec::new(),
         copy: config.copy,
         strict,
         disconnected: None,

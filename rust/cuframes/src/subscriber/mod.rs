@@ -90,7 +90,8 @@ pub struct SubscriberConfig {
     pub name: String,
     /// Frame selection.
     pub mode: SubscriberMode,
-    /// Bound on the whole handshake.
+    /// Bound on the whole handshake (CUDA memory: the CUDA context is made
+    /// and the slots mapped meanwhile).
     pub connect_timeout: Duration,
     /// The caller's CUDA context and stream (CUDA memory only).
     pub cuda: Option<CudaBinding>,
@@ -112,13 +113,13 @@ pub struct SubscriberConfig {
 }
 
 impl SubscriberConfig {
-    /// Defaults: name "sub-<pid>", sequential, 5 s handshake.
+    /// Defaults: name "sub-<pid>", sequential, 30 s handshake.
     pub fn new(key: impl Into<String>) -> SubscriberConfig {
         SubscriberConfig {
             key: key.into(),
             name: format!("sub-{}", std::process::id()),
             mode: SubscriberMode::Sequential,
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(30),
             cuda: None,
             cuda_device: -1,
             runtime_dir: None,

@@ -464,6 +464,16 @@ pub(crate) fn event_create() -> Result<CUevent> {
     Ok(event)
 }
 
+/// Whether the work before `event`'s last record is done (no wait).
+pub(crate) fn event_done(event: CUevent) -> Result<bool> {
+    // SAFETY: live event of (or opened in) the current context.
+    let result = unsafe { sys::cuEventQuery(event) };
+    if result == sys::CUresult::CUDA_ERROR_NOT_READY {
+        return Ok(false);
+    }
+    check(result, "cuEventQuery").map(|()| true)
+}
+
 /// Waits for `event` on the CPU without the driver's blocking wait (whose
 /// wake-ups cost more than the short copies waited for here): polls, then
 /// yields, then sleeps briefly.

@@ -20,7 +20,7 @@ pub(crate) mod route;
 use self::driver::{CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
 use std::sync::Mutex;
 
-use super::{DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use super::{CopyTicket, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::memory::CudaBinding;
@@ -243,7 +243,6 @@ pub(crate) struct CudaMapping {
 #[derive(Debug)]
 struct Copier {
     stream: usize,
-    done: usize,
 }
 
 /// A private copy of a frame in the subscriber's context (decision 25).
@@ -254,6 +253,8 @@ pub(crate) struct LocalDeviceFrame {
     /// the next copy into it waits for that point.
     given_back: usize,
     recycled: bool,
+    /// Recorded on the copy stream after each copy into it.
+    copied: usize,
 }
 
 impl LocalDeviceFrame {
@@ -337,6 +338,20 @@ impl CudaMapping {
     }
 }
 
+impl CudaMapping {
+    /// Orders `stream` after the publisher's last copy into the ring (the
+    /// interprocess event; context current). When the publisher's copy is
+    /// already done, as it usually is by the time a frame is read, no wait
+    /// is queued: a wait on an interprocess event costs the driver wake-ups.
+    fn after_publish(&self, stream: CUstream) -> Result<()> {
+        let event = self.event as CUevent;
+        if driver::event_done(event)? {
+            return Ok(());
+        }
+        driver::stream_wait_event(stream, event)
+    }
+}
+
 impl SlotMapping for CudaMapping {
     fn peer_device(&self) -> Option<i32> {
         self.peer_device
@@ -345,11 +360,19 @@ impl SlotMapping for CudaMapping {
     fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame> {
         let _current = self.ctx.enter()?;
         let alloc = driver::alloc(layout.size())?;
-        match driver::event_create() {
-            Ok(event) => Ok(LocalFrame::Device(LocalDeviceFrame {
+        let events = driver::event_create().and_then(|given_back| match driver::event_create() {
+            Ok(copied) => Ok((given_back, copied)),
+            Err(e) => {
+                driver::event_destroy(given_back);
+                Err(e)
+            }
+        });
+        match events {
+            Ok((given_back, copied)) => Ok(LocalFrame::Device(LocalDeviceFrame {
                 alloc,
-                given_back: event as usize,
+                given_back: given_back as usize,
                 recycled: false,
+                copied: copied as usize,
             })),
             Err(e) => {
                 driver::free(&alloc);
@@ -358,28 +381,46 @@ impl SlotMapping for CudaMapping {
         }
     }
 
-    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
+    fn copy_out(
+        &self,
+        index: usize,
+        layout: &FrameLayout,
+        dst: &mut LocalFrame,
+        wait: bool,
+    ) -> Result<Option<CopyTicket>> {
         let dst = as_device(dst)?;
         let _current = self.ctx.enter()?;
         let mut copier = self.copier.lock().unwrap_or_else(|p| p.into_inner());
         if copier.is_none() {
-            let stream = driver::stream_create()?;
-            let done = driver::event_create().inspect_err(|_| driver::stream_destroy(stream))?;
             *copier = Some(Copier {
-                stream: stream as usize,
-                done: done as usize,
+                stream: driver::stream_create()? as usize,
             });
         }
-        let c = copier.as_ref().expect("made above");
-        let stream = stream_of(c.stream);
+        let stream = stream_of(copier.as_ref().expect("made above").stream);
         if dst.recycled {
             driver::stream_wait_event(stream, dst.given_back as CUevent)?;
         }
-        // After the publisher's copy into the slot (spec §5 step 2).
-        driver::stream_wait_event(stream, self.event as CUevent)?;
+        self.after_publish(stream)?;
         driver::copy_dtod(dst.alloc.ptr, self.slots[index], layout.size(), stream)?;
-        driver::event_record(c.done as CUevent, stream)?;
-        driver::event_wait(c.done as CUevent)
+        let copied = dst.copied as CUevent;
+        driver::event_record(copied, stream)?;
+        if wait {
+            driver::event_wait(copied)?;
+            return Ok(None);
+        }
+        // The consumer's stream reads the copy only after it is made.
+        driver::stream_wait_event(stream_of(self.stream), copied)?;
+        Ok(Some(CopyTicket(dst.copied)))
+    }
+
+    fn copy_done(&self, ticket: CopyTicket, block: bool) -> Result<bool> {
+        let _current = self.ctx.enter()?;
+        let event = ticket.0 as CUevent;
+        if block {
+            driver::event_wait(event)?;
+            return Ok(true);
+        }
+        driver::event_done(event)
     }
 
     fn recycle(&self, frame: &mut LocalFrame) -> Result<()> {
@@ -397,6 +438,7 @@ impl SlotMapping for CudaMapping {
         if let Ok(_current) = self.ctx.enter() {
             driver::free(&frame.alloc);
             driver::event_destroy(frame.given_back as CUevent);
+            driver::event_destroy(frame.copied as CUevent);
         }
     }
 
@@ -431,7 +473,7 @@ impl SlotMapping for CudaMapping {
 
     fn prepare(&self, _index: usize) -> Result<()> {
         let _current = self.ctx.enter()?;
-        driver::stream_wait_event(stream_of(self.stream), self.event as CUevent)
+        self.after_publish(stream_of(self.stream))
     }
 
     fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()> {
@@ -459,7 +501,6 @@ impl Drop for CudaMapping {
         if let Some(c) = self.copier.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = driver::stream_synchronize(stream_of(c.stream));
             driver::stream_destroy(stream_of(c.stream));
-            driver::event_destroy(c.done as CUevent);
         }
         for &ptr in &self.slots {
             driver::ipc_close(ptr);
