@@ -40,7 +40,7 @@ fn config_init_defaults() {
     let s = subscriber_config(&key, &dir);
     assert_eq!(
         (s.mode, s.connect_timeout_ms, s.cuda_device),
-        (CUFRAMES_MODE_SEQUENTIAL, 5000, -1)
+        (CUFRAMES_MODE_SEQUENTIAL, 30000, -1)
     );
     assert!(s.name.is_null() && s.cuda_context.is_null() && s.cuda_stream.is_null());
 }
