@@ -296,7 +296,8 @@ typedef struct cuframes_subscriber_config {
      */
     cuframes_subscriber_mode mode;
     /**
-     * Bound on the whole handshake; init: 5000 (0 = 5000).
+     * Bound on the whole handshake (CUDA memory: making the CUDA context
+     * and mapping the slots included); init: 30000 (0 = 30000).
      */
     uint32_t connect_timeout_ms;
     /**
@@ -796,7 +797,7 @@ void cuframes_publisher_destroy(struct cuframes_publisher *publisher);
 
 /**
  * Fills `config` with the defaults: key and name NULL, mode SEQUENTIAL,
- * connect_timeout_ms 5000, CUDA context and stream NULL, cuda_device -1,
+ * connect_timeout_ms 30000, CUDA context and stream NULL, cuda_device -1,
  * runtime_dir NULL, copy NEVER, read_ahead 0. Does nothing when `config`
  * is NULL.
  *
