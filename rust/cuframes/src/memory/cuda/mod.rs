@@ -360,7 +360,7 @@ impl SlotMapping for CudaMapping {
     fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame> {
         let _current = self.ctx.enter()?;
         let alloc = driver::alloc(layout.size())?;
-        let events = driver::event_create().and_then(|given_back| match driver::event_create() {
+        let events = driver::event_create().and_then(|given_back| match driver::event_create_blocking() {
             Ok(copied) => Ok((given_back, copied)),
             Err(e) => {
                 driver::event_destroy(given_back);
