@@ -340,11 +340,12 @@ def run_once(a, approach, n, k, rep):
         # its rate or more, no process failed. Unknown (None) without a window.
         result["real_time"] = None if not steady else (
             steady["stream_fps"] >= 0.97 * a.fps and not failures)
-    if failures or a.keep_logs:
+    lossy = [p for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text())]
+    if failures or lossy or a.keep_logs:
         dest = os.path.join(a.out, "logs", "%s-n%d-k%d-%s-r%d" % (approach, n, k, a.mode, rep))
         os.makedirs(dest, exist_ok=True)
         for p in procs:
-            if p.rc != 0 or a.keep_logs:
+            if p.rc != 0 or p in lossy or a.keep_logs:
                 shutil.copy(p.errpath, dest)
     shutil.rmtree(workdir, ignore_errors=True)
     return result
