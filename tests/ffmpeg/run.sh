@@ -401,7 +401,9 @@ test_many_at_once() {
         -f framemd5 "$d/ref-tmix.md5" 2>"$d/ref-tmix.err"
     local hogs=()
     for i in 1 2; do
-        setsid timeout 60 sh -c 'while :; do :; done' & hogs+=($!); GROUPS_STARTED+=($!)
+        # Started outside job control (no "Killed" notice when they are stopped).
+        hogs+=("$(setsid timeout 60 sh -c 'while :; do :; done' >/dev/null 2>&1 & echo $!)")
+        GROUPS_STARTED+=("${hogs[-1]}")
     done
     local pubs=() subs=() keys=()
     for p in $(seq $streams); do

@@ -144,6 +144,17 @@ pub struct SubscriberStats {
     /// copied (counted in `dropped`).
     pub torn: u64,
 }
+/// The TIMEOUT error of a `next` that waited `timeout` for nothing.
+fn no_frame(key: &str, timeout: Option<Duration>) -> Error {
+    Error::new(
+        crate::error::ErrorKind::Timeout,
+        format!(
+            "no frame from '{key}' within {} ms",
+            timeout.unwrap_or_default().as_millis()
+        ),
+    )
+}
+
 /// A connected subscriber.
 #[derive(Debug)]
 pub struct Subscriber {

@@ -89,14 +89,7 @@ impl ReadAhead {
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        return Err(Error::new(
-                            ErrorKind::Timeout,
-                            format!(
-                                "no frame from '{}' within {} ms",
-                                self.key,
-                                timeout.unwrap_or_default().as_millis()
-                            ),
-                        ));
+                        return Err(super::no_frame(&self.key, timeout));
                     }
                     self.shared
                         .changed

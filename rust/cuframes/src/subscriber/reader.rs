@@ -105,14 +105,7 @@ impl Reader {
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        return Err(Error::new(
-                            ErrorKind::Timeout,
-                            format!(
-                                "no frame from '{}' within {} ms",
-                                self.key,
-                                timeout.unwrap_or_default().as_millis()
-                            ),
-                        ));
+                        return Err(super::no_frame(&self.key, timeout));
                     }
                     Some(left)
                 }

@@ -339,6 +339,24 @@ impl CudaMapping {
 }
 
 impl CudaMapping {
+    /// Copies plane `plane` of the frame at `base` (a slot or a private
+    /// copy) into host memory `dst`, on the caller's stream, and waits.
+    fn download(&self, base: CUdeviceptr, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()> {
+        let p = layout.planes()[plane];
+        let _current = self.ctx.enter()?;
+        let stream = stream_of(self.stream);
+        driver::copy_2d(
+            Mem::Device(base + p.offset as CUdeviceptr),
+            p.pitch,
+            Mem::HostMut(dst.as_mut_ptr()),
+            p.pitch,
+            p.row_bytes,
+            p.rows,
+            stream,
+        )?;
+        driver::stream_synchronize(stream)
+    }
+
     /// Orders `stream` after the publisher's last copy into the ring (the
     /// interprocess event; context current). When the publisher's copy is
     /// already done, as it usually is by the time a frame is read, no wait
@@ -452,19 +470,7 @@ impl SlotMapping for CudaMapping {
         let LocalFrame::Device(frame) = frame else {
             return Err(Error::new(ErrorKind::Internal, "CUDA copies are device memory"));
         };
-        let p = layout.planes()[plane];
-        let _current = self.ctx.enter()?;
-        let stream = stream_of(self.stream);
-        driver::copy_2d(
-            Mem::Device(frame.alloc.ptr + p.offset as CUdeviceptr),
-            p.pitch,
-            Mem::HostMut(dst.as_mut_ptr()),
-            p.pitch,
-            p.row_bytes,
-            p.rows,
-            stream,
-        )?;
-        driver::stream_synchronize(stream)
+        self.download(frame.alloc.ptr, plane, layout, dst)
     }
 
     fn plane(&self, index: usize, plane: usize) -> PlanePtr {
@@ -477,19 +483,7 @@ impl SlotMapping for CudaMapping {
     }
 
     fn read_plane(&self, index: usize, plane: usize, layout: &FrameLayout, dst: &mut [u8]) -> Result<()> {
-        let p = layout.planes()[plane];
-        let _current = self.ctx.enter()?;
-        let stream = stream_of(self.stream);
-        driver::copy_2d(
-            Mem::Device(self.slots[index] + p.offset as CUdeviceptr),
-            p.pitch,
-            Mem::HostMut(dst.as_mut_ptr()),
-            p.pitch,
-            p.row_bytes,
-            p.rows,
-            stream,
-        )?;
-        driver::stream_synchronize(stream)
+        self.download(self.slots[index], plane, layout, dst)
     }
 }
 
