@@ -14,9 +14,7 @@ use nix::sys::stat::fstat;
 use nix::unistd::ftruncate;
 
 use super::cuda::driver::{self, Context, Mem};
-use super::{
-    CopyTicket, CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool,
-};
+use super::{CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::shm::region::{Access, MappedRegion};
@@ -312,13 +310,7 @@ impl SlotMapping for HostMapping {
         Ok(LocalFrame::Host(AlignedBytes::zeroed(layout.size())))
     }
 
-    fn copy_out(
-        &self,
-        index: usize,
-        layout: &FrameLayout,
-        dst: &mut LocalFrame,
-        _wait: bool,
-    ) -> Result<Option<CopyTicket>> {
+    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
         let LocalFrame::Host(bytes) = dst else {
             return Err(Error::new(
                 ErrorKind::Internal,
@@ -337,7 +329,7 @@ impl SlotMapping for HostMapping {
                 len,
             )
         };
-        Ok(None)
+        Ok(())
     }
 
     fn free_local(&self, frame: LocalFrame) {

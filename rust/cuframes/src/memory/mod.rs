@@ -194,30 +194,13 @@ impl LocalFrame {
     }
 }
 
-/// A copy queued on the GPU (the raw event recorded after it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CopyTicket(pub usize);
-
 /// Subscriber side: the ring's slots as mapped in this process.
 pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
     /// A new private buffer for one frame.
     fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame>;
-    /// Copies slot `index`'s frame into `dst`. With `wait`, or when the copy
-    /// is made on the CPU, it is complete when this returns (None). Else it
-    /// is queued (CUDA: the caller's stream is ordered after it) and the
-    /// returned ticket says when it is done ([`SlotMapping::copy_done`]);
-    /// the slot must not be released before.
-    fn copy_out(
-        &self,
-        index: usize,
-        layout: &FrameLayout,
-        dst: &mut LocalFrame,
-        wait: bool,
-    ) -> Result<Option<CopyTicket>>;
-    /// Whether the copy of `ticket` is done; with `block`, waits for it.
-    fn copy_done(&self, _ticket: CopyTicket, _block: bool) -> Result<bool> {
-        Ok(true)
-    }
+    /// Copies slot `index`'s frame into `dst`; the copy is complete when
+    /// this returns (the slot may be released right after).
+    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()>;
     /// The consumer gave `frame` back (CUDA: later copies into it wait for
     /// the work queued on the caller's stream until now).
     fn recycle(&self, _frame: &mut LocalFrame) -> Result<()> {

@@ -209,7 +209,6 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         copied: 0,
         torn: 0,
         dropped_before_last: 0,
-        copying: Vec::new(),
         copy: config.copy,
         strict,
         disconnected: None,

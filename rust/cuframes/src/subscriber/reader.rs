@@ -13,7 +13,6 @@ use super::{CopyMode, SubscriberMode, SubscriberStats};
 use crate::channel::{Channel, poll_fds};
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::CopyTicket;
 use crate::shm::header::HeaderInfo;
 use crate::wire::layout::{SEQ_INVALID, offsets};
 use crate::wire::message::Message;
@@ -36,9 +35,6 @@ pub(super) struct Reader {
     pub(super) torn: u64,
     /// `dropped` when the last frame was handed out.
     pub(super) dropped_before_last: u64,
-    /// GPU copies in flight: (slot, seq, ticket); each slot is ACKed once
-    /// its copy is done.
-    pub(super) copying: Vec<(usize, u64, CopyTicket)>,
     pub(super) copy: CopyMode,
     pub(super) strict: bool,
     pub(super) disconnected: Option<Error>,
@@ -82,7 +78,6 @@ impl Reader {
             if self.control_pending || clock::monotonic_ns() >= self.control_due_ns {
                 self.poll_control()?;
             }
-            self.finish_copies(false)?;
             if let Some(lease) = self.take()? {
                 self.show_dropped();
                 return Ok(lease);
@@ -92,9 +87,6 @@ impl Reader {
             let mut counter = [0u8; 8];
             let _ = nix::unistd::read(&self.wake, &mut counter);
             self.poll_control()?;
-            // Copies still in flight hold their slots: finish them, or the
-            // publisher could wait for us while we sleep.
-            self.finish_copies(true)?;
             let taken = self.take()?;
             self.show_dropped();
             if let Some(lease) = taken {
@@ -238,24 +230,9 @@ impl Reader {
                 }
                 Some(()) => {
                     let mut buffer = ring.local_buffer()?;
-                    // Under STRICT_WAIT the slot is ours until we ACK it, so a
-                    // GPU copy need not be waited for now: the slot is released
-                    // once it is done (`finish_copies`). Under DROP_OLDEST the
-                    // copy is checked for an overwrite when it is done.
-                    let copied = ring
-                        .mapping
-                        .copy_out(slot, &ring.layout, &mut buffer, !self.strict);
-                    let queued = match &copied {
-                        Ok(Some(ticket)) => Some(*ticket),
-                        _ => None,
-                    };
-                    let intact = copied.is_ok() && (queued.is_some() || header.seq_after_read(slot) == seq);
-                    match queued {
-                        Some(ticket) => self.copying.push((slot, seq, ticket)),
-                        None => {
-                            ring.ack(slot, seq);
-                        }
-                    }
+                    let copied = ring.mapping.copy_out(slot, &ring.layout, &mut buffer);
+                    let intact = copied.is_ok() && header.seq_after_read(slot) == seq;
+                    ring.ack(slot, seq);
                     if let Err(e) = copied {
                         ring.mapping.free_local(buffer);
                         return Err(e);
@@ -285,23 +262,6 @@ impl Reader {
             )));
         }
         Ok(None)
-    }
-
-    /// Releases the slots of GPU copies that are done (with `block`, waits
-    /// for all of them first).
-    fn finish_copies(&mut self, block: bool) -> Result<()> {
-        let ring = &self.ring;
-        let mut result = Ok(());
-        self.copying.retain(|&(slot, seq, ticket)| {
-            match ring.mapping.copy_done(ticket, block) {
-                Ok(false) => return true,
-                Ok(true) => {}
-                Err(e) => result = Err(e),
-            }
-            ring.ack(slot, seq);
-            false
-        });
-        result
     }
 
     /// Extension: frames lost so far, in our subscriber slot (for `cuframes top`).

@@ -20,7 +20,7 @@ pub(crate) mod route;
 use self::driver::{CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
 use std::sync::Mutex;
 
-use super::{CopyTicket, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
+use super::{DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::memory::CudaBinding;
@@ -399,13 +399,7 @@ impl SlotMapping for CudaMapping {
         }
     }
 
-    fn copy_out(
-        &self,
-        index: usize,
-        layout: &FrameLayout,
-        dst: &mut LocalFrame,
-        wait: bool,
-    ) -> Result<Option<CopyTicket>> {
+    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
         let dst = as_device(dst)?;
         let _current = self.ctx.enter()?;
         let mut copier = self.copier.lock().unwrap_or_else(|p| p.into_inner());
@@ -420,25 +414,13 @@ impl SlotMapping for CudaMapping {
         }
         self.after_publish(stream)?;
         driver::copy_dtod(dst.alloc.ptr, self.slots[index], layout.size(), stream)?;
+        // Waited for here, so that the slot is released before `next`
+        // returns: a slot held until a later call could stall the publisher
+        // while the caller is busy elsewhere (FFmpeg's demuxer blocks on its
+        // full queue; found on the H200, docs/benchmarks.md).
         let copied = dst.copied as CUevent;
         driver::event_record(copied, stream)?;
-        if wait {
-            driver::event_wait(copied)?;
-            return Ok(None);
-        }
-        // The consumer's stream reads the copy only after it is made.
-        driver::stream_wait_event(stream_of(self.stream), copied)?;
-        Ok(Some(CopyTicket(dst.copied)))
-    }
-
-    fn copy_done(&self, ticket: CopyTicket, block: bool) -> Result<bool> {
-        let _current = self.ctx.enter()?;
-        let event = ticket.0 as CUevent;
-        if block {
-            driver::event_wait(event)?;
-            return Ok(true);
-        }
-        driver::event_done(event)
+        driver::event_wait(copied)
     }
 
     fn recycle(&self, frame: &mut LocalFrame) -> Result<()> {
