@@ -16,7 +16,7 @@
 //! frame is [`ShmHeader::ack`], which also wakes a publisher that sleeps on
 //! the ACK futex (decision 24).
 
-use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
 use super::futex;
@@ -29,10 +29,6 @@ use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, SEQ_INVALID
 const MAX_FUTEX_SLEEP: Duration = Duration::from_millis(2);
 
 impl ShmHeader {
-    fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
-        self.u32_at(offset)
-    }
-
     // ------------------------------------------------------------- writer
 
     /// Seqlock writer step 1: readers of the slot's old frame will see it
@@ -74,16 +70,15 @@ impl ShmHeader {
     /// value to sleep on. The caller re-checks its condition after this and
     /// calls [`ShmHeader::sleep_for_ack`] only when it still must wait.
     pub(crate) fn ack_ticket(&self) -> u32 {
-        self.atomic_u32(offsets::PUBLISHER_WAITING)
-            .store(1, Ordering::SeqCst);
-        self.atomic_u32(offsets::ACK_FUTEX).load(Ordering::SeqCst)
+        self.u32_at(offsets::PUBLISHER_WAITING).store(1, Ordering::SeqCst);
+        self.u32_at(offsets::ACK_FUTEX).load(Ordering::SeqCst)
     }
 
     /// Step 2: sleeps until an ACK after `ticket` (or `timeout`, capped so
     /// that ACKs of subscribers that do not wake are seen too).
     pub(crate) fn sleep_for_ack(&self, ticket: u32, timeout: Duration) {
         futex::wait(
-            self.atomic_u32(offsets::ACK_FUTEX),
+            self.u32_at(offsets::ACK_FUTEX),
             ticket,
             timeout.min(MAX_FUTEX_SLEEP),
         );
@@ -91,8 +86,7 @@ impl ShmHeader {
 
     /// The publisher stopped waiting: ACKs need not wake it.
     pub(crate) fn stop_waiting_for_acks(&self) {
-        self.atomic_u32(offsets::PUBLISHER_WAITING)
-            .store(0, Ordering::SeqCst);
+        self.u32_at(offsets::PUBLISHER_WAITING).store(0, Ordering::SeqCst);
     }
 
     // ------------------------------------------------------------- reader
@@ -141,9 +135,9 @@ impl ShmHeader {
             .fetch_max(seq, Ordering::Relaxed);
         self.subscriber_field(index, offsets::SUB_LAST_ACK)
             .store(clock::realtime_ns() as u64, Ordering::Relaxed);
-        self.atomic_u32(offsets::ACK_FUTEX).fetch_add(1, Ordering::SeqCst);
-        if self.atomic_u32(offsets::PUBLISHER_WAITING).load(Ordering::SeqCst) != 0 {
-            futex::wake_all(self.atomic_u32(offsets::ACK_FUTEX));
+        self.u32_at(offsets::ACK_FUTEX).fetch_add(1, Ordering::SeqCst);
+        if self.u32_at(offsets::PUBLISHER_WAITING).load(Ordering::SeqCst) != 0 {
+            futex::wake_all(self.u32_at(offsets::ACK_FUTEX));
         }
         true
     }
@@ -153,10 +147,12 @@ impl ShmHeader {
     /// a lie only changes how often the liar's neighbours copy.
     pub(crate) fn held_slots(&self, ring_size: usize) -> usize {
         let active = self.subscriber_bitmap().load(Ordering::SeqCst) as u32;
-        let taken: Vec<(u32, u64)> = (FIRST_SUBSCRIBER_BIT..=LAST_SUBSCRIBER_BIT)
-            .filter(|bit| active & (1 << bit) != 0)
-            .map(|bit| (bit, self.taken_by(bit as usize)))
-            .collect();
+        let bits = || (FIRST_SUBSCRIBER_BIT..=LAST_SUBSCRIBER_BIT).filter(|bit| active & (1 << bit) != 0);
+        // Read once per call, not once per slot (no allocation: this runs per frame).
+        let mut taken = [0u64; 32];
+        for bit in bits() {
+            taken[bit as usize] = self.taken_by(bit as usize);
+        }
         (0..ring_size)
             .filter(|&slot| {
                 let seq = self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::SeqCst);
@@ -164,9 +160,7 @@ impl ShmHeader {
                     return false;
                 }
                 let acked = self.acked(slot);
-                taken
-                    .iter()
-                    .any(|&(bit, taken)| taken >= seq && acked & (1 << bit) == 0)
+                bits().any(|bit| taken[bit as usize] >= seq && acked & (1 << bit) == 0)
             })
             .count()
     }
