@@ -15,7 +15,8 @@ primary context with one flag and, for a fixed time, does one kind of work:
 
 It runs every flag x work pair at once, first on an otherwise idle GPU, then
 beside LOAD ffmpeg NVDEC decodes, and prints per probe the CPU time and context
-switches of each thread, summed by thread name. Needs libcuda and, for the
+switches of each thread, summed by thread name. The decoders play in real time
+(-re, 30 fps each), as a transcoding host's streams do. Needs libcuda and, for the
 load, an ffmpeg with NVDEC ($FFMPEG) and a clip ($CLIP, made when missing).
 
 usage: cuda-wakeups.py [--seconds S] [--load N] [--out FILE]
@@ -101,7 +102,7 @@ def make_clip(ffmpeg, clip):
     if os.path.exists(clip):
         return
     subprocess.run(
-        [ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=1920x1080:r=30", "-t", "20",
+        [ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=1920x1080:r=30", "-t", "40",
          "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "6M", "-pix_fmt", "yuv420p", clip],
         check=True)
 
@@ -110,10 +111,14 @@ def round_of(seconds, load, ffmpeg, clip):
     decoders = []
     if load:
         make_clip(ffmpeg, clip)
-        cmd = [ffmpeg, "-v", "error", "-hwaccel", "cuda", "-hwaccel_output_format", "cuda",
-               "-stream_loop", "-1", "-i", clip, "-f", "null", "-"]
-        decoders = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL) for _ in range(load)]
+        # As bench-host's direct decoders (a clip long enough to outlast the probes).
+        cmd = [ffmpeg, "-nostdin", "-v", "error", "-hwaccel", "cuda", "-hwaccel_output_format", "cuda",
+               "-re", "-i", clip, "-f", "null", "-"]
+        decoders = [subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) for _ in range(load)]
         time.sleep(4)  # past the decoders' start-up
+        failed = [d for d in decoders if d.poll() is not None]
+        if failed:
+            raise SystemExit(f"{len(failed)} of {load} load decoders ended early: {failed[0].stderr.read()[-500:]}")
     probes = [
         subprocess.Popen([sys.executable, __file__, "--probe", flag, work, str(seconds)],
                          stdout=subprocess.PIPE, text=True)
@@ -127,7 +132,7 @@ def round_of(seconds, load, ffmpeg, clip):
     for d in decoders:
         d.terminate()
     for d in decoders:
-        d.wait()
+        d.communicate()
     return results
 
 
@@ -141,7 +146,7 @@ def main():
     parser.add_argument("--out")
     args = parser.parse_args()
     ffmpeg = os.environ.get("FFMPEG", "ffmpeg")
-    clip = os.environ.get("CLIP", "/tmp/cuda-wakeups-clip.mp4")
+    clip = os.environ.get("CLIP", "/tmp/cuda-wakeups-clip-40s.mp4")
     report = {}
     for load in (0, args.load):
         report[f"load={load}"] = round_of(args.seconds, load, ffmpeg, clip)

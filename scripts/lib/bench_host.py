@@ -136,6 +136,16 @@ class Proc:
         keys = [k for k in series if k <= t]
         return series[max(keys)] if keys else None
 
+    def thread_report(self):
+        """CPU seconds and context switches per thread name: until the first
+        output (start-up) and over the whole life, from the last sample."""
+        lines = ["# thread: cpu_s ctxsw until first output | cpu_s ctxsw in all (rc %s)" % self.rc]
+        for comm, series in sorted(self.threads.items(), key=lambda kv: -kv[1][-1][1]):
+            early = [x for x in series if self.first_output is not None and x[0] <= self.first_output]
+            head = "%.2f %d" % early[-1][1:] if early else "- -"
+            lines.append("%s: %s | %.2f %d" % (comm, head, series[-1][1], series[-1][2]))
+        return "\n".join(lines) + "\n"
+
     def log_text(self):
         try:
             with open(self.errpath) as f:
@@ -347,6 +357,8 @@ def run_once(a, approach, n, k, rep):
         for p in procs:
             if p.rc != 0 or p in lossy or a.keep_logs:
                 shutil.copy(p.errpath, dest)
+                with open(os.path.join(dest, p.name + ".threads"), "w") as f:
+                    f.write(p.thread_report())
     shutil.rmtree(workdir, ignore_errors=True)
     return result
 
@@ -407,6 +419,21 @@ def make_clip(a):
                     a.clip], check=True)
 
 
+def warm_jit(a):
+    """FFmpeg's CUDA filters ship as PTX: the first process that loads one has
+    the driver compile it (seconds of CPU, more on a loaded host) and cache
+    the result. Done once here, so that neither approach's runs pay it (the
+    first run's would otherwise, and under strict_wait a subscriber's start-up
+    counts against its publisher's startup_timeout)."""
+    chains = ",".join(CONSUMERS[c][0] for c in ORDER if CONSUMERS[c][0] and "cuda" in CONSUMERS[c][0])
+    t0 = time.monotonic()
+    r = subprocess.run([a.ffmpeg, "-nostdin", "-v", "error", "-hwaccel", "cuda", "-hwaccel_output_format",
+                        "cuda", "-i", a.clip, "-frames:v", "1", "-vf", chains, "-f", "null", "-"],
+                       capture_output=True, text=True)
+    log("bench-host: CUDA filters loaded once (%s) in %.1f s%s" % (
+        chains, time.monotonic() - t0, "" if r.returncode == 0 else ": FAILED " + r.stderr.strip()[-300:]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ffmpeg", default="build/ffmpeg/bin/ffmpeg")
@@ -425,6 +452,9 @@ def main():
                     help="comma list of N to try with K=3 in real time, for each approach, until one misses")
     ap.add_argument("--limit", type=float, default=180.0, help="seconds a run may take")
     ap.add_argument("--keep-logs", action="store_true")
+    ap.add_argument("--cold-jit", action="store_true",
+                    help="skip filling the CUDA JIT cache before the runs (FFmpeg's CUDA filters are PTX, "
+                         "compiled by the driver in the first process that loads them)")
     ap.add_argument("--sub-options", default="", help="extra input options of cuframes subscribers (e.g. '-copy always')")
     ap.add_argument("--pub-options", default="", help="extra options of cuframes publishers (e.g. '-ring_size 8')")
     ap.add_argument("--label", default="", help="a name for this variant in the results")
@@ -436,6 +466,8 @@ def main():
     a.clip = a.clip or os.path.join(a.out, "clip-%s-%ds.mp4" % (a.size, a.seconds))
     make_clip(a)
     a.duration = clip_duration(a)
+    if a.memory == "cuda" and not a.cold_jit:
+        warm_jit(a)
     runs = []
     jsonl = open(os.path.join(a.out, "runs.jsonl"), "a")
 
@@ -455,13 +487,18 @@ def main():
     approaches = a.approaches.split(",")
     if a.capacity:
         a.mode = "re"
-        for approach in approaches:
-            for n in [int(x) for x in a.capacity.split(",")]:
+        # N grows for both approaches together (one ends where it first
+        # misses real time), so a run cut short still compares them.
+        live = list(approaches)
+        for n in [int(x) for x in a.capacity.split(",")]:
+            for approach in list(live):
                 r = run_once(a, approach, n, 3, 0)
                 r["capacity_probe"] = True
                 record(r)
                 if r.get("real_time") is not True:
-                    break
+                    live.remove(approach)
+            if not live:
+                break
     else:
         for rep in range(a.repeat):
             for n in [int(x) for x in a.streams.split(",")]:
