@@ -396,7 +396,7 @@ static int test_auto_copy_holds_more_than_the_ring(void) {
         CHECK(info.seq == (uint64_t)i + 1);
         slots += cuframes_frame_is_copy(held[i]) == 0;
     }
-    CHECK(slots == 2); /* ring - 1 slots held, then copies */
+    CHECK(slots == 2); /* ring - ring / 2 slots held (one stays free), then copies */
     for (int i = 0; i < FRAMES; i++) {
         CHECK_OK(cuframes_frame_get_info(held[i], &info));
         if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 64, 32) != 0) return 1;
