@@ -96,6 +96,12 @@ typedef uint32_t cuframes_policy;
 typedef uint32_t cuframes_memory;
 
 /**
+ * How CUDA slots are shared between processes (`CUFRAMES_CUDA_SHARE_*`;
+ * docs/c-api.md, "Containers").
+ */
+typedef uint32_t cuframes_cuda_share;
+
+/**
  * How to create a publisher. Initialise with `cuframes_publisher_config_init`,
  * then set at least `key`, `format`, `width` and `height`.
  */
@@ -185,6 +191,12 @@ typedef struct cuframes_publisher_config {
      * (0 = 10000).
      */
     uint32_t startup_timeout_ms;
+    /**
+     * CUDA memory: how the slots are shared with subscribers; init:
+     * CUFRAMES_CUDA_SHARE_AUTO (FD where supported, else IPC). FD where
+     * unsupported is UNSUPPORTED at create; ignored for host memory.
+     */
+    cuframes_cuda_share cuda_share;
 } cuframes_publisher_config;
 
 /**
@@ -236,6 +248,11 @@ typedef struct cuframes_stream_info {
      * Bytes of one frame in a slot (all planes).
      */
     size_t frame_size;
+    /**
+     * CUDA memory: how its slots are shared (FD or IPC); AUTO (0) for host
+     * memory.
+     */
+    cuframes_cuda_share cuda_share;
 } cuframes_stream_info;
 
 /**
@@ -571,9 +588,10 @@ typedef struct cuframes_frame_info {
 #define CUFRAMES_COPY_NEVER 0
 
 /**
- * The shared slot while holding it leaves the publisher a free slot, else
- * a private copy (the slot released at once); under DROP_OLDEST always a
- * copy. Never stalls the publisher, never tears a frame.
+ * The shared slot while holding it leaves half the ring (at least one
+ * slot) free of holds, else a private copy (the slot released at once);
+ * under DROP_OLDEST always a copy. Never stalls the publisher, never tears
+ * a frame.
  */
 #define CUFRAMES_COPY_AUTO 1
 
@@ -581,6 +599,24 @@ typedef struct cuframes_frame_info {
  * Always a private copy; the slot is released at once.
  */
 #define CUFRAMES_COPY_ALWAYS 2
+
+/**
+ * Requests: FD where the GPU and driver support it, else IPC. In stream
+ * info: the frames are not in CUDA memory.
+ */
+#define CUFRAMES_CUDA_SHARE_AUTO 0
+
+/**
+ * Slots exported as file descriptors and sent over the control socket:
+ * subscribers in other containers need only the runtime directory.
+ */
+#define CUFRAMES_CUDA_SHARE_FD 1
+
+/**
+ * Legacy CUDA IPC handles (what protocol-v1 subscribers read): subscribers
+ * must share the publisher's PID namespace.
+ */
+#define CUFRAMES_CUDA_SHARE_IPC 2
 
 #ifdef __cplusplus
 extern "C" {

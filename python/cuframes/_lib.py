@@ -45,6 +45,7 @@ class PublisherConfig(ctypes.Structure):
         ("group", ctypes.c_char_p),
         ("cuda_device", ctypes.c_int32),
         ("startup_timeout_ms", ctypes.c_uint32),
+        ("cuda_share", ctypes.c_uint32),
     ]
 
 
@@ -61,6 +62,7 @@ class StreamInfo(ctypes.Structure):
         ("plane_count", ctypes.c_uint32),
         ("pitches", ctypes.c_size_t * MAX_PLANES),
         ("frame_size", ctypes.c_size_t),
+        ("cuda_share", ctypes.c_uint32),
     ]
 
 
@@ -268,9 +270,9 @@ def _check_layout() -> None:
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return
     expected = {
-        PublisherConfig: 96,
+        PublisherConfig: 104,
         SubscriberConfig: 64,
-        StreamInfo: 80,
+        StreamInfo: 88,
         Slot: 80,
         SubscriberStats: 56,
         FrameInfo: 168,

@@ -137,6 +137,10 @@ class Publisher:
     default stream). ``runtime_dir``: where the key's socket goes.
     ``group``: a group (name or number) whose members may subscribe besides
     this user and root (socket and header 0660); default: this user only.
+    ``cuda_share``: how CUDA slots are shared, ``"fd"`` (file descriptors
+    over the socket: subscribers in other containers need only the runtime
+    directory), ``"ipc"`` (CUDA IPC handles, for protocol-v1 subscribers,
+    who must share this PID namespace) or ``"auto"`` (fd where supported).
     """
 
     def __init__(
@@ -156,6 +160,7 @@ class Publisher:
         cuda_stream: Any = None,
         runtime_dir: Optional[str] = None,
         group: Optional[str] = None,
+        cuda_share: str = "auto",
     ) -> None:
         self._owner: Optional[_PublisherHandle] = None
         self._lock = threading.Lock()
@@ -176,6 +181,10 @@ class Publisher:
         config.width, config.height, config.ring_size = width, height, ring
         config.policy = policy_code(policy)
         config.memory = memory_code(memory)
+        shares = {"auto": 0, "fd": 1, "ipc": 2}
+        if cuda_share not in shares:
+            raise invalid("cuda_share must be 'auto', 'fd' or 'ipc', not %r" % (cuda_share,))
+        config.cuda_share = shares[cuda_share]
         config.ack_timeout_ms = max(1, _ms(ack_timeout, "ack_timeout", False) or 0)
         config.startup_timeout_ms = max(1, _ms(startup_timeout, "startup_timeout", False) or 0)
         if fps is not None:

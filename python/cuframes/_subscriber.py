@@ -38,6 +38,8 @@ class StreamInfo(NamedTuple):
     plane_count: int
     pitches: Tuple[int, ...]
     frame_size: int
+    #: CUDA memory: how the slots are shared, ``"fd"`` or ``"ipc"``; None for host memory.
+    cuda_share: Optional[str] = None
 
 
 class SubscriberStats(NamedTuple):
@@ -57,6 +59,7 @@ class SubscriberStats(NamedTuple):
     queued: int = 0
 
 _COPY_MODES = {"never": 0, "auto": 1, "always": 2}
+_CUDA_SHARE_NAMES = {1: "fd", 2: "ipc"}
 
 
 def stream_info(raw: _lib.StreamInfo) -> StreamInfo:
@@ -72,6 +75,7 @@ def stream_info(raw: _lib.StreamInfo) -> StreamInfo:
         raw.plane_count,
         tuple(raw.pitches[i] for i in range(raw.plane_count)),
         raw.frame_size,
+        _CUDA_SHARE_NAMES.get(raw.cuda_share),
     )
 
 

@@ -157,6 +157,87 @@ test_reconnect() {
 }
 selected reconnect && test_reconnect
 
+# Containers (issue 13) are namespaces: each process below runs in its own PID,
+# IPC and mount namespaces with its own tmpfs on /dev/shm, sharing only the
+# runtime directory with the others, as containers that share one volume.
+# ibg LIMIT OUT ERR ARGS...: bg, isolated so.
+ibg() {
+    local limit=$1 out=$2 err=$3
+    shift 3
+    setsid timeout -k 2 "$limit" unshare --pid --ipc --mount --fork --mount-proc --kill-child -- \
+        sh -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"' \
+        "$FFMPEG" -nostdin -hide_banner -nostats "$@" >"$out" 2>"$err" &
+    BGPID=$!
+    GROUPS_STARTED+=("$BGPID")
+}
+
+test_containers() {
+    local d="$WORK/containers" t=$SECONDS ok=1
+    mkdir -p "$d"
+    if ! unshare --pid --ipc --mount --fork --mount-proc -- sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>"$d/unshare.err"; then
+        skipped "containers (sibling namespaces)" "unshare failed: $(head -c 200 "$d/unshare.err")"
+        return
+    fi
+    ff 120 "${NVDEC[@]}" -vf "$DOWN" -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err" || ok=0
+    ff 120 "${NVDEC[@]}" -vf "scale_cuda=960:540,$DOWN" -f framemd5 - >"$d/ref-scale.md5" 2>"$d/ref-scale.err" || ok=0
+    # NVDEC publisher and two CUDA subscribers (one through scale_cuda), default options.
+    newkey
+    ibg 120 /dev/null "$d/pub.err" -loglevel verbose "${NVDEC[@]}" -f cuframes -policy strict_wait \
+        -wait_subscribers 2 "$KEY"
+    local p=$BGPID
+    ibg 120 "$d/a.md5" "$d/a.err" -f cuframes -timeout 30000 -i "$KEY" -vf "$DOWN" -f framemd5 -
+    local a=$BGPID
+    ibg 120 "$d/b.md5" "$d/b.err" -f cuframes -timeout 30000 -i "$KEY" -vf "scale_cuda=960:540,$DOWN" -f framemd5 -
+    local b=$BGPID
+    waitrc $a || { echo "  subscriber (download) failed"; ok=0; }
+    waitrc $b || { echo "  subscriber (scale_cuda) failed"; ok=0; }
+    waitrc $p || { echo "  publisher failed"; ok=0; }
+    same_frames "download" "$d/ref.md5" "$d/a.md5" 300 || ok=0
+    same_frames "scale_cuda" "$d/ref-scale.md5" "$d/b.md5" 300 || ok=0
+    grep -q "CUDA memory shared as file descriptors" "$d/pub.err" || { echo "  the publisher did not share fds"; ok=0; }
+    [ -n "$OUT" ] && mkdir -p "$OUT/containers" && cp "$d"/pub.err "$d"/a.err "$d"/b.err "$OUT/containers/" 2>/dev/null
+    [ $ok = 1 ] || show "$d/pub.err" "$d/a.err" "$d/b.err"
+    result "containers: NVDEC -> 2 CUDA subscribers, volume only" $ok "($((SECONDS - t)) s)"
+
+    # kill -9 of the isolated publisher: the isolated subscriber follows a new one.
+    t=$SECONDS ok=1
+    newkey
+    ibg 60 /dev/null "$d/pub1.err" -re "${NVDEC[@]}" -f cuframes "$KEY"
+    local p1=$BGPID
+    wait_published || ok=0
+    ibg 60 "$d/r.md5" "$d/r.err" -f cuframes -reconnect 1 -reconnect_timeout 10000 -i "$KEY" -vf "$DOWN" -f framemd5 -
+    local s=$BGPID
+    sleep 2
+    kill -KILL -- "-$p1"
+    sleep 0.3
+    ibg 60 /dev/null "$d/pub2.err" "${NVDEC[@]}" -frames:v 60 -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local p2=$BGPID
+    waitrc $p2 || { echo "  second publisher failed"; ok=0; }
+    waitrc $s || { echo "  subscriber failed"; ok=0; }
+    local n
+    n=$(md5s "$d/r.md5" | wc -l)
+    grep -q "Resumed" "$d/r.err" || { echo "  no resume logged"; ok=0; }
+    [ "$n" -gt 60 ] || { echo "  only $n frames"; ok=0; }
+    [ $ok = 1 ] || show "$d/r.err" "$d/pub2.err"
+    result "containers: kill -9 publisher, subscriber follows" $ok "($n frames, $((SECONDS - t)) s)"
+
+    # cuda_share=ipc between containers: a clear error, not the driver's code.
+    t=$SECONDS ok=1
+    newkey
+    ibg 60 /dev/null "$d/ipc-pub.err" -re "${NVDEC[@]}" -f cuframes -cuda_share ipc "$KEY"
+    local pi=$BGPID
+    wait_published || ok=0
+    ibg 60 /dev/null "$d/ipc-sub.err" -f cuframes -timeout 10000 -i "$KEY" -f null -
+    local si=$BGPID
+    if waitrc $si; then echo "  the subscriber of an ipc publisher in another namespace succeeded?"; ok=0; fi
+    kill -KILL -- "-$pi" 2>/dev/null
+    grep -q "another PID namespace" "$d/ipc-sub.err" || { echo "  no clear error"; ok=0; }
+    grep -h "another PID namespace" "$d/ipc-sub.err" | head -n 1 | cut -c1-300 | sed 's/^/     /'
+    [ $ok = 1 ] || show "$d/ipc-sub.err"
+    result "containers: cuda_share=ipc fails clearly" $ok "($((SECONDS - t)) s)"
+}
+selected containers && test_containers
+
 # A busy host (issue 12): 8 NVDEC publishers x 2 CUDA subscribers, all started at
 # once with default options (strict_wait so that every frame must arrive); one
 # subscriber of each stream downloads every frame, the other runs a filter that

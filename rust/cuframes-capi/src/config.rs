@@ -11,9 +11,10 @@ use cuframes::{CudaBinding, PublisherConfig, Result, SubscriberConfig};
 use crate::error::invalid;
 use crate::ffi::{optional_path, optional_str, required_str};
 use crate::types::{
-    CUFRAMES_COPY_NEVER, CUFRAMES_MEMORY_AUTO, CUFRAMES_MODE_SEQUENTIAL, CUFRAMES_POLICY_DROP_OLDEST,
-    copy_from_c, cuframes_copy_mode, cuframes_format, cuframes_memory, cuframes_policy,
-    cuframes_subscriber_mode, format_from_c, memory_request_from_c, mode_from_c, policy_from_c,
+    CUFRAMES_COPY_NEVER, CUFRAMES_CUDA_SHARE_AUTO, CUFRAMES_MEMORY_AUTO, CUFRAMES_MODE_SEQUENTIAL,
+    CUFRAMES_POLICY_DROP_OLDEST, copy_from_c, cuda_share_from_c, cuframes_copy_mode, cuframes_cuda_share,
+    cuframes_format, cuframes_memory, cuframes_policy, cuframes_subscriber_mode, format_from_c,
+    memory_request_from_c, mode_from_c, policy_from_c,
 };
 
 /// Ring size used when `ring_size` is 0.
@@ -81,6 +82,10 @@ pub struct cuframes_publisher_config {
     /// encoder); the ACK timeout applies once this has passed. init: 10000
     /// (0 = 10000).
     pub startup_timeout_ms: u32,
+    /// CUDA memory: how the slots are shared with subscribers; init:
+    /// CUFRAMES_CUDA_SHARE_AUTO (FD where supported, else IPC). FD where
+    /// unsupported is UNSUPPORTED at create; ignored for host memory.
+    pub cuda_share: cuframes_cuda_share,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -143,6 +148,7 @@ impl cuframes_publisher_config {
             group: std::ptr::null(),
             cuda_device: -1,
             startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
+            cuda_share: CUFRAMES_CUDA_SHARE_AUTO,
         }
     }
 
@@ -171,6 +177,7 @@ impl cuframes_publisher_config {
             ms => ms,
         } as u64);
         config.memory = memory_request_from_c(self.memory, "config.memory")?;
+        config.cuda_share = cuda_share_from_c(self.cuda_share, "config.cuda_share")?;
         config.fps = match (self.fps_num, self.fps_den) {
             (0, 0) => None,
             (num, den) if num == 0 || den == 0 => {

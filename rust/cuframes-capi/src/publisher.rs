@@ -93,6 +93,7 @@ pub unsafe extern "C" fn cuframes_publisher_get_info(
             policy: p.policy(),
             memory: p.memory(),
             fps: publisher.fps,
+            cuda_share: p.cuda_share(),
         }
         .to_c();
         // SAFETY: checked above; writable by the caller's contract.

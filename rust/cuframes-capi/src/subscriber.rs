@@ -118,6 +118,7 @@ pub unsafe extern "C" fn cuframes_subscriber_get_info(
             policy,
             memory: header.memory,
             fps: header.fps,
+            cuda_share: header.cuda_share(),
         }
         .to_c();
         // SAFETY: checked above; writable by the caller's contract.

@@ -5,7 +5,8 @@
 use std::ffi::c_void;
 
 use cuframes::{
-    CopyMode, FrameLayout, MemoryKind, MemoryRequest, PixelFormat, Policy, Result, SubscriberMode,
+    CopyMode, CudaShare, CudaShareRequest, FrameLayout, MemoryKind, MemoryRequest, PixelFormat, Policy,
+    Result, SubscriberMode,
 };
 
 use crate::error::invalid;
@@ -54,12 +55,26 @@ pub type cuframes_copy_mode = u32;
 /// subscriber after its ACK timeout; under DROP_OLDEST a held frame may be
 /// overwritten (`cuframes_frame_is_intact`).
 pub const CUFRAMES_COPY_NEVER: cuframes_copy_mode = 0;
-/// The shared slot while holding it leaves the publisher a free slot, else
-/// a private copy (the slot released at once); under DROP_OLDEST always a
-/// copy. Never stalls the publisher, never tears a frame.
+/// The shared slot while holding it leaves half the ring (at least one
+/// slot) free of holds, else a private copy (the slot released at once);
+/// under DROP_OLDEST always a copy. Never stalls the publisher, never tears
+/// a frame.
 pub const CUFRAMES_COPY_AUTO: cuframes_copy_mode = 1;
 /// Always a private copy; the slot is released at once.
 pub const CUFRAMES_COPY_ALWAYS: cuframes_copy_mode = 2;
+
+/// How CUDA slots are shared between processes (`CUFRAMES_CUDA_SHARE_*`;
+/// docs/c-api.md, "Containers").
+pub type cuframes_cuda_share = u32;
+/// Requests: FD where the GPU and driver support it, else IPC. In stream
+/// info: the frames are not in CUDA memory.
+pub const CUFRAMES_CUDA_SHARE_AUTO: cuframes_cuda_share = 0;
+/// Slots exported as file descriptors and sent over the control socket:
+/// subscribers in other containers need only the runtime directory.
+pub const CUFRAMES_CUDA_SHARE_FD: cuframes_cuda_share = 1;
+/// Legacy CUDA IPC handles (what protocol-v1 subscribers read): subscribers
+/// must share the publisher's PID namespace.
+pub const CUFRAMES_CUDA_SHARE_IPC: cuframes_cuda_share = 2;
 
 /// Most planes a frame has (the size of the per-plane arrays).
 pub const CUFRAMES_MAX_PLANES: usize = 4;
@@ -91,6 +106,9 @@ pub struct cuframes_stream_info {
     pub pitches: [usize; CUFRAMES_MAX_PLANES],
     /// Bytes of one frame in a slot (all planes).
     pub frame_size: usize,
+    /// CUDA memory: how its slots are shared (FD or IPC); AUTO (0) for host
+    /// memory.
+    pub cuda_share: cuframes_cuda_share,
 }
 
 pub(crate) fn format_from_c(value: cuframes_format, what: &str) -> Result<PixelFormat> {
@@ -117,6 +135,17 @@ pub(crate) fn memory_request_from_c(value: cuframes_memory, what: &str) -> Resul
         CUFRAMES_MEMORY_CUDA => Ok(MemoryRequest::Cuda),
         _ => Err(invalid(format!(
             "{what} {value} is not a cuframes_memory (0 AUTO, 1 HOST, 2 CUDA)"
+        ))),
+    }
+}
+
+pub(crate) fn cuda_share_from_c(value: cuframes_cuda_share, what: &str) -> Result<CudaShareRequest> {
+    match value {
+        CUFRAMES_CUDA_SHARE_AUTO => Ok(CudaShareRequest::Auto),
+        CUFRAMES_CUDA_SHARE_FD => Ok(CudaShareRequest::Fd),
+        CUFRAMES_CUDA_SHARE_IPC => Ok(CudaShareRequest::Ipc),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_cuda_share (0 AUTO, 1 FD, 2 IPC)"
         ))),
     }
 }
@@ -173,6 +202,7 @@ pub(crate) struct StreamFacts<'a> {
     pub policy: Policy,
     pub memory: MemoryKind,
     pub fps: Option<(u32, u32)>,
+    pub cuda_share: Option<CudaShare>,
 }
 
 impl StreamFacts<'_> {
@@ -195,6 +225,11 @@ impl StreamFacts<'_> {
             plane_count: planes.len() as u32,
             pitches,
             frame_size: self.layout.size(),
+            cuda_share: match self.cuda_share {
+                None => CUFRAMES_CUDA_SHARE_AUTO,
+                Some(CudaShare::Fd) => CUFRAMES_CUDA_SHARE_FD,
+                Some(CudaShare::Ipc) => CUFRAMES_CUDA_SHARE_IPC,
+            },
         }
     }
 }

@@ -79,6 +79,12 @@ pub struct PublishArgs {
     /// without a usable GPU.
     #[arg(long, value_name = "N")]
     pub cuda_device: Option<u32>,
+    /// CUDA memory: share the slots as file descriptors (fd: subscribers in
+    /// other containers need only the runtime directory), as CUDA IPC
+    /// handles (ipc: what protocol-v1 subscribers read; they must share this
+    /// PID namespace), or fd where the GPU supports it (auto).
+    #[arg(long, default_value = "auto")]
+    pub cuda_share: String,
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,
@@ -97,6 +103,10 @@ pub struct SubscribeArgs {
     /// Fail when no frame arrives for this long.
     #[arg(long, default_value_t = 5000)]
     pub timeout_ms: u64,
+    /// Wait up to this long for a publisher of KEY to appear (0: fail at
+    /// once when there is none).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub wait_ms: u64,
     /// Name shown to the publisher (at most 31 bytes).
     #[arg(long)]
     pub name: Option<String>,

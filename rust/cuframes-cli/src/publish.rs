@@ -71,6 +71,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     config.ack_timeout = Duration::from_millis(a.ack_timeout_ms);
     config.startup_timeout = Duration::from_millis(a.startup_timeout_ms);
     config.memory = MemoryRequest::parse(&a.memory)?;
+    config.cuda_share = cuframes::CudaShareRequest::parse(&a.cuda_share)?;
     if let Some(device) = a.cuda_device {
         // Naming a GPU asks for CUDA memory: auto must not fall back to host.
         config.memory = match config.memory {

@@ -13,6 +13,25 @@ use serde_json::json;
 use crate::args::SubscribeArgs;
 use crate::report::percentile;
 
+/// Connects, retrying while no publisher is there (or one is still
+/// starting) until `wait` has passed.
+fn connect_waiting(config: SubscriberConfig, wait: Duration) -> Result<Subscriber> {
+    let deadline = Instant::now() + wait;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match Subscriber::connect(config.clone()) {
+            Err(e)
+                if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Disconnected)
+                    && Instant::now() + pause < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            result => return result,
+        }
+    }
+}
+
 pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
     let mode = match a.mode.as_str() {
         "sequential" => SubscriberMode::Sequential,
@@ -36,7 +55,7 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         MemoryRequest::Cuda.resolve()?;
         config.cuda_device = crate::publish::cuda_ordinal(device)?;
     }
-    let mut sub = Subscriber::connect(config)?;
+    let mut sub = connect_waiting(config, Duration::from_millis(a.wait_ms))?;
     let info = sub.info().clone();
     let layout = info.layout.clone();
     if !a.json {
@@ -44,8 +63,11 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
             Some(device) => format!(", read over peer access from CUDA device {device}"),
             None => String::new(),
         };
+        let shared = info
+            .cuda_share()
+            .map_or(String::new(), |share| format!(" shared as {}", share.name()));
         eprintln!(
-            "cuframes: subscribed to '{}' as bit {}: {} {}x{}, ring {}, {} memory{peer}",
+            "cuframes: subscribed to '{}' as bit {}: {} {}x{}, ring {}, {} memory{shared}{peer}",
             a.key,
             sub.bit(),
             layout.format(),
@@ -156,6 +178,7 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         "width": layout.width(),
         "height": layout.height(),
         "memory": info.memory.name(),
+        "cuda_share": info.cuda_share().map(|s| s.name()),
         "error": failure.as_ref().map(|e| e.to_string()),
     });
     if a.json {

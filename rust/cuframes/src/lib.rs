@@ -38,8 +38,8 @@ pub mod wire;
 pub use error::{Error, ErrorKind, Result};
 pub use format::{FrameLayout, PixelFormat, PlaneLayout};
 pub use memory::{
-    CudaBinding, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, cuda_available,
-    cuda_unavailable_reason,
+    CudaBinding, CudaShare, CudaShareRequest, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr,
+    cuda_available, cuda_unavailable_reason,
 };
 pub use publisher::{
     DEFAULT_STARTUP_TIMEOUT_MS, PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats,

@@ -190,6 +190,7 @@ fn one_of_each() -> Vec<Message> {
             name: "encoder-0".into(),
             cuda_device: 0,
             mode: 1,
+            ext_flags: 0,
         }),
         Message::HelloResp(HelloResp {
             result: 0,
@@ -199,6 +200,7 @@ fn one_of_each() -> Vec<Message> {
                 ownership_mode: 0,
                 meta,
                 shm_path: "/cuframes-cam1".into(),
+                early_fds: 0,
             }),
         }),
         Message::HelloResp(HelloResp {
@@ -267,6 +269,7 @@ fn golden_encodings_and_zero_reserved_bytes() {
         name: "ab".into(),
         cuda_device: -1,
         mode: 0,
+        ext_flags: 0,
     })
     .encode()
     .unwrap();
@@ -309,13 +312,18 @@ fn reserved_bytes_are_ignored_on_read() {
     for msg in one_of_each() {
         let mut bytes = msg.encode().unwrap();
         let n = bytes.len();
-        // Every message ends in reserved bytes (8 or 12); set them.
+        // Every message ends in reserved bytes (8 or 12); set them. HELLO_REQ
+        // and an accepting HELLO_RESP carry an extension in their first
+        // reserved word (ext_flags, early_fds: decision 27), 8 remain.
         let short_refusal = matches!(&msg, Message::HelloResp(r) if r.accept.is_none());
-        let reserved = if matches!(msg, Message::Ping { .. } | Message::Pong { .. }) || short_refusal {
-            8
-        } else {
-            12
-        };
+        let extended = matches!(&msg, Message::HelloReq(_))
+            || matches!(&msg, Message::HelloResp(r) if r.accept.is_some());
+        let reserved =
+            if matches!(msg, Message::Ping { .. } | Message::Pong { .. }) || short_refusal || extended {
+                8
+            } else {
+                12
+            };
         bytes[n - reserved..].fill(0xA5);
         let (back, _) = Message::decode(&bytes).unwrap().unwrap();
         assert_eq!(back, msg, "{}", msg.name());
@@ -347,6 +355,7 @@ fn strict_lengths_and_limits() {
         name: "n".repeat(32),
         cuda_device: 0,
         mode: 0,
+        ext_flags: 0,
     });
     assert_eq!(too_long.encode().unwrap_err().kind(), ErrorKind::InvalidArgument);
     let good = Message::HelloReq(HelloReq {
@@ -354,6 +363,7 @@ fn strict_lengths_and_limits() {
         name: "ab".into(),
         cuda_device: 0,
         mode: 0,
+        ext_flags: 0,
     })
     .encode()
     .unwrap();
@@ -408,6 +418,7 @@ fn hello_with_newer_protocol_is_refused() {
         name: "future".into(),
         cuda_device: -1,
         mode: 0,
+        ext_flags: 0,
     });
     s.write_all(&hello.encode().unwrap()).unwrap();
     match read_message(&mut s) {
@@ -436,6 +447,7 @@ fn older_protocol_is_refused_too() {
         name: String::new(),
         cuda_device: -1,
         mode: 0,
+        ext_flags: 0,
     });
     s.write_all(&hello.encode().unwrap()).unwrap();
     assert!(

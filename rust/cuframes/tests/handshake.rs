@@ -27,6 +27,7 @@ fn hello(mode: u32) -> Vec<u8> {
         name: "raw".into(),
         cuda_device: -1,
         mode,
+        ext_flags: 0,
     })
     .encode()
     .unwrap()

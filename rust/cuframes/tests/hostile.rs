@@ -32,14 +32,22 @@ fn arb_message() -> impl Strategy<Value = Message> {
         reserved: [0; 4],
     });
     prop_oneof![
-        (any::<u32>(), name.clone(), any::<i32>(), any::<u32>()).prop_map(|(v, name, dev, mode)| {
-            Message::HelloReq(HelloReq {
-                proto_version: v,
-                name,
-                cuda_device: dev,
-                mode,
-            })
-        }),
+        (
+            any::<u32>(),
+            name.clone(),
+            any::<i32>(),
+            any::<u32>(),
+            any::<u32>()
+        )
+            .prop_map(|(v, name, dev, mode, ext_flags)| {
+                Message::HelloReq(HelloReq {
+                    proto_version: v,
+                    name,
+                    cuda_device: dev,
+                    mode,
+                    ext_flags,
+                })
+            }),
         (any::<u32>(), any::<u32>(), any::<u32>(), meta, "/[a-z0-9-]{1,60}").prop_map(
             |(v, ring, own, meta, path)| {
                 Message::HelloResp(HelloResp {
@@ -50,6 +58,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
                         ownership_mode: own,
                         meta,
                         shm_path: path,
+                        early_fds: 0,
                     }),
                 })
             }
@@ -240,6 +249,7 @@ fn junk_peers_do_not_disturb_publishing_or_good_subscribers() {
         name: "x".into(),
         cuda_device: -1,
         mode: 0,
+        ext_flags: 0,
     })
     .encode()
     .unwrap();

@@ -81,6 +81,7 @@ fn ten_thousand_connect_disconnect_cycles_leak_nothing() {
         name: "half".into(),
         cuda_device: -1,
         mode: 0,
+        ext_flags: 0,
     })
     .encode()
     .unwrap();

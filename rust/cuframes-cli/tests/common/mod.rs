@@ -113,6 +113,43 @@ impl TestEnv {
         );
     }
 
+    /// `unshare` wrapping a `cuframes` command: new PID, IPC and mount
+    /// namespaces and a private /dev/shm, the runtime directory still shared.
+    pub fn isolated<S: AsRef<str>>(&self, args: &[S]) -> Command {
+        let cmd = self.command(args);
+        let program = cmd.get_program().to_owned();
+        let rest: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+        let mut wrapped = Command::new("unshare");
+        wrapped
+            .args([
+                "--pid",
+                "--ipc",
+                "--mount",
+                "--fork",
+                "--mount-proc",
+                // Killing the test's process (unshare) kills the namespace's
+                // first process, and with it the namespace.
+                "--kill-child",
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(r#"mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@""#)
+            .arg(program)
+            .args(rest);
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => wrapped.env(k, v),
+                None => wrapped.env_remove(k),
+            };
+        }
+        wrapped
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        wrapped
+    }
+
     /// Starts a publisher and waits until its socket accepts connections
     /// (panics with the publisher's output when it exits first).
     pub fn start_publisher(&self, key: &str, options: &str) -> Proc {
@@ -134,6 +171,34 @@ impl TestEnv {
             );
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+}
+
+/// Why namespace tests cannot run here (they need root and `unshare`), or None.
+pub fn namespaces_unavailable() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (unshare and mount)".into());
+    }
+    let probe = Command::new("unshare")
+        .args([
+            "--pid",
+            "--ipc",
+            "--mount",
+            "--fork",
+            "--mount-proc",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("mount -t tmpfs tmpfs /dev/shm")
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!(
+            "unshare failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Some(format!("no unshare: {e}")),
     }
 }
 

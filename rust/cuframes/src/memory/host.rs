@@ -170,7 +170,13 @@ impl SlotPool for HostPool {
         Ok(vec![(fd_purpose::HOST_SLOTS, dup)])
     }
 
-    fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()> {
+    fn write_host(
+        &mut self,
+        index: usize,
+        _seq: u64,
+        layout: &FrameLayout,
+        planes: &[HostPlane<'_>],
+    ) -> Result<()> {
         super::check_host_source(layout, planes)?;
         let base = self.slot_ptr(index);
         for (src, dst) in planes.iter().zip(layout.planes()) {
@@ -199,7 +205,13 @@ impl SlotPool for HostPool {
 
     /// Device frames are downloaded (synchronously: host slots are complete
     /// when published).
-    fn write_device(&mut self, index: usize, layout: &FrameLayout, planes: &[DevicePlane]) -> Result<()> {
+    fn write_device(
+        &mut self,
+        index: usize,
+        _seq: u64,
+        layout: &FrameLayout,
+        planes: &[DevicePlane],
+    ) -> Result<()> {
         if planes.len() != layout.planes().len() {
             return Err(Error::invalid(format!(
                 "{} frame needs {} planes, got {}",
@@ -310,7 +322,7 @@ impl SlotMapping for HostMapping {
         Ok(LocalFrame::Host(AlignedBytes::zeroed(layout.size())))
     }
 
-    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
+    fn copy_out(&self, index: usize, _seq: u64, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
         let LocalFrame::Host(bytes) = dst else {
             return Err(Error::new(
                 ErrorKind::Internal,

@@ -14,12 +14,12 @@ use std::os::fd::OwnedFd;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
-use crate::wire::layout::{MEMORY_KIND_CUDA, MEMORY_KIND_HOST, SlotDescriptor};
+use crate::wire::layout::{MEMORY_KIND_CUDA, MEMORY_KIND_CUDA_FD, MEMORY_KIND_HOST, SlotDescriptor};
 
 /// Where the frames of a publisher live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemoryKind {
-    /// CUDA device memory shared with CUDA IPC.
+    /// CUDA device memory (shared as [`CudaShare`] says).
     Cuda,
     /// Host shared memory (a sealed memfd).
     Host,
@@ -37,7 +37,7 @@ impl MemoryKind {
     /// The kind for a `memory_kind` value.
     pub fn from_wire(value: u32) -> Option<MemoryKind> {
         match value {
-            MEMORY_KIND_CUDA => Some(MemoryKind::Cuda),
+            MEMORY_KIND_CUDA | MEMORY_KIND_CUDA_FD => Some(MemoryKind::Cuda),
             MEMORY_KIND_HOST => Some(MemoryKind::Host),
             _ => None,
         }
@@ -48,6 +48,73 @@ impl MemoryKind {
         match self {
             MemoryKind::Cuda => "cuda",
             MemoryKind::Host => "host",
+        }
+    }
+}
+
+/// How a publisher shares CUDA slots with other processes (decision 27).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CudaShare {
+    /// VMM allocations exported as file descriptors, sent over the control
+    /// socket: works between containers that share only the runtime
+    /// directory (separate PID and IPC namespaces).
+    Fd,
+    /// Legacy CUDA IPC handles in the shared header (protocol v1): the
+    /// subscriber must share the publisher's PID namespace.
+    Ipc,
+}
+
+impl CudaShare {
+    /// "fd" or "ipc".
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaShare::Fd => "fd",
+            CudaShare::Ipc => "ipc",
+        }
+    }
+
+    /// The frame meta `memory_kind` of CUDA slots shared this way.
+    pub(crate) fn wire(self) -> u32 {
+        match self {
+            CudaShare::Fd => MEMORY_KIND_CUDA_FD,
+            CudaShare::Ipc => MEMORY_KIND_CUDA,
+        }
+    }
+
+    /// How the slots of a `memory_kind` are shared; None for host memory
+    /// and unknown kinds.
+    pub(crate) fn from_wire(memory_kind: u32) -> Option<CudaShare> {
+        match memory_kind {
+            MEMORY_KIND_CUDA_FD => Some(CudaShare::Fd),
+            MEMORY_KIND_CUDA => Some(CudaShare::Ipc),
+            _ => None,
+        }
+    }
+}
+
+/// How a publisher asks to share CUDA slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CudaShareRequest {
+    /// `Fd` where the GPU and driver support it, `Ipc` otherwise (and for
+    /// external slots, which are the caller's `cuMemAlloc` buffers).
+    #[default]
+    Auto,
+    /// File descriptors; an error where unsupported.
+    Fd,
+    /// CUDA IPC handles (what protocol-v1 subscribers expect).
+    Ipc,
+}
+
+impl CudaShareRequest {
+    /// Parses "auto", "fd" or "ipc".
+    pub fn parse(name: &str) -> Result<CudaShareRequest> {
+        match name.to_ascii_lowercase().as_str() {
+            "auto" => Ok(CudaShareRequest::Auto),
+            "fd" => Ok(CudaShareRequest::Fd),
+            "ipc" => Ok(CudaShareRequest::Ipc),
+            _ => Err(Error::invalid(format!(
+                "unknown CUDA sharing mode '{name}' (auto, fd or ipc)"
+            ))),
         }
     }
 }
@@ -153,19 +220,40 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     /// Descriptors every subscriber receives after SUBSCRIBE_RESP, each with
     /// its EVENT_FD purpose.
     fn shared_fds(&self) -> Result<Vec<(u32, OwnedFd)>>;
+    /// Descriptors sent before SUBSCRIBE to subscribers that ask for them
+    /// (CUDA slots shared as fds, decision 27), each with its purpose.
+    fn early_fds(&self) -> Result<Vec<(u32, OwnedFd)>> {
+        Ok(Vec::new())
+    }
+    /// How CUDA slots are shared; None for host memory.
+    fn cuda_share(&self) -> Option<CudaShare> {
+        None
+    }
     /// The GPU the slots live on (16-byte UUID; zero for host memory).
     fn device_uuid(&self) -> [u8; 16] {
         [0; 16]
     }
-    /// Copies a frame from host planes into slot `index`.
-    fn write_host(&mut self, index: usize, layout: &FrameLayout, planes: &[HostPlane<'_>]) -> Result<()>;
-    /// Copies a frame from device planes into slot `index`.
-    fn write_device(&mut self, index: usize, layout: &FrameLayout, planes: &[DevicePlane]) -> Result<()>;
+    /// Copies frame `seq` from host planes into slot `index`.
+    fn write_host(
+        &mut self,
+        index: usize,
+        seq: u64,
+        layout: &FrameLayout,
+        planes: &[HostPlane<'_>],
+    ) -> Result<()>;
+    /// Copies frame `seq` from device planes into slot `index`.
+    fn write_device(
+        &mut self,
+        index: usize,
+        seq: u64,
+        layout: &FrameLayout,
+        planes: &[DevicePlane],
+    ) -> Result<()>;
     /// Where plane `plane` of slot `index` starts (for in-place writes).
     fn slot_plane(&self, index: usize, layout: &FrameLayout, plane: usize) -> PlanePtr;
-    /// The caller wrote slot `index` in place (CUDA: record the event on
-    /// the caller's stream).
-    fn written_in_place(&mut self, _index: usize) -> Result<()> {
+    /// The caller wrote frame `seq` into slot `index` in place (CUDA: mark
+    /// it done on the caller's stream).
+    fn written_in_place(&mut self, _index: usize, _seq: u64) -> Result<()> {
         Ok(())
     }
     /// Slot `index`'s planes for writing in place, when the memory is
@@ -198,9 +286,9 @@ impl LocalFrame {
 pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
     /// A new private buffer for one frame.
     fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame>;
-    /// Copies slot `index`'s frame into `dst`; the copy is complete when
-    /// this returns (the slot may be released right after).
-    fn copy_out(&self, index: usize, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()>;
+    /// Copies slot `index`'s frame (`seq`) into `dst`; the copy is complete
+    /// when this returns (the slot may be released right after).
+    fn copy_out(&self, index: usize, seq: u64, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()>;
     /// The consumer gave `frame` back (CUDA: later copies into it wait for
     /// the work queued on the caller's stream until now).
     fn recycle(&self, _frame: &mut LocalFrame) -> Result<()> {
@@ -218,9 +306,9 @@ pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
     ) -> Result<()>;
     /// Start of plane `plane` of slot `index`.
     fn plane(&self, index: usize, plane: usize) -> PlanePtr;
-    /// Orders the caller's work after the publish of slot `index` (CUDA:
-    /// waits on the interprocess event on the caller's stream).
-    fn prepare(&self, _index: usize) -> Result<()> {
+    /// Orders the caller's work after the publish of frame `seq` into slot
+    /// `index` (CUDA: a wait queued on the caller's stream).
+    fn prepare(&self, _index: usize, _seq: u64) -> Result<()> {
         Ok(())
     }
     /// Copies plane `plane` of slot `index` into host memory `dst` (at the
@@ -265,6 +353,8 @@ pub(crate) fn check_host_source(layout: &FrameLayout, planes: &[HostPlane<'_>]) 
 #[derive(Debug)]
 pub(crate) struct MappingSource<'a> {
     pub layout: &'a FrameLayout,
+    /// How CUDA slots are shared (None: host memory).
+    pub cuda_share: Option<CudaShare>,
     /// The live slot descriptors (handles).
     pub slots: &'a [SlotDescriptor],
     /// The header's interprocess event handle.
@@ -294,6 +384,8 @@ pub(crate) fn open_mapping(
             source.layout,
             source.slots,
             source.event_handle,
+            source.cuda_share.unwrap_or(CudaShare::Ipc),
+            fds,
             source.device_uuid,
             source.cuda,
             source.cuda_device,
@@ -324,6 +416,7 @@ pub(crate) fn create_pool(
     ring_size: usize,
     cuda: Option<CudaBinding>,
     cuda_device: i32,
+    share: CudaShareRequest,
 ) -> Result<Box<dyn SlotPool>> {
     match memory {
         MemoryKind::Host => Ok(Box::new(host::HostPool::create(key, layout, ring_size, cuda)?)),
@@ -332,6 +425,7 @@ pub(crate) fn create_pool(
             ring_size,
             cuda,
             cuda_device,
+            share,
         )?)),
     }
 }

@@ -21,7 +21,9 @@ use crate::access;
 use crate::channel::{Channel, poll_fds};
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::PROTOCOL_VERSION;
-use crate::wire::message::{HelloAccept, HelloResp, Message, SubscribeResp, fd_purpose, shutdown_reason};
+use crate::wire::message::{
+    HelloAccept, HelloResp, Message, SubscribeResp, fd_purpose, hello_flags, shutdown_reason,
+};
 
 /// Most connections still in the handshake at once; more are closed at accept.
 const MAX_PENDING: usize = 64;
@@ -39,6 +41,8 @@ pub(crate) struct ControlSetup {
     pub registry: Arc<Registry>,
     pub hello: HelloAccept,
     pub shared_fds: Vec<(u32, OwnedFd)>,
+    /// Sent right after HELLO_RESP to subscribers that ask (decision 27).
+    pub early_fds: Vec<(u32, OwnedFd)>,
     pub handshake_timeout: Duration,
     pub stats: Arc<ControlStats>,
     /// Who may subscribe (decision 19): this uid, root, and `group`.
@@ -285,14 +289,32 @@ impl Control {
                 }
                 peer.name = req.name;
                 peer.phase = Phase::Subscribe;
-                send_or_close(
-                    &peer.chan,
-                    &Message::HelloResp(HelloResp {
+                // Protocol-v1 subscribers get v1's handshake; ours ask for
+                // the descriptors that spare them /dev/shm and CUDA IPC.
+                let early: &[(u32, OwnedFd)] = if req.ext_flags & hello_flags::EARLY_FDS != 0 {
+                    &self.setup.early_fds
+                } else {
+                    &[]
+                };
+                let mut accept = self.setup.hello.clone();
+                accept.early_fds = early.len() as u32;
+                let sent = peer
+                    .chan
+                    .send(&Message::HelloResp(HelloResp {
                         result: 0,
                         proto_version: PROTOCOL_VERSION,
-                        accept: Some(self.setup.hello.clone()),
-                    }),
-                )
+                        accept: Some(accept),
+                    }))
+                    .and_then(|()| {
+                        early.iter().try_for_each(|(purpose, fd)| {
+                            peer.chan
+                                .send_with_fd(&Message::EventFd { purpose: *purpose }, Some(fd.as_fd()))
+                        })
+                    });
+                match sent {
+                    Ok(()) => Verdict::Keep,
+                    Err(_) => Verdict::Close,
+                }
             }
             (Phase::Subscribe, Message::SubscribeReq { proto_version }) => {
                 crate::testhook::abort_at("pub-got-subscribe");

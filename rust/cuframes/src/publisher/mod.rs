@@ -18,7 +18,8 @@ use crate::access;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
 use crate::memory::{
-    CudaBinding, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, SlotPool, create_pool,
+    CudaBinding, CudaShareRequest, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, SlotPool,
+    create_pool,
 };
 use crate::resources::{KeyClaim, KeyPaths};
 use crate::shm::header::ShmHeader;
@@ -27,7 +28,7 @@ use crate::wire::layout::{
     FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
     POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader,
 };
-use crate::wire::message::{HelloAccept, Message};
+use crate::wire::message::{HelloAccept, Message, fd_purpose};
 
 /// Row alignment of slots (CUDA's texture pitch alignment; also good for SIMD).
 pub const PITCH_ALIGNMENT: usize = 256;
@@ -117,6 +118,10 @@ pub struct PublisherConfig {
     pub startup_timeout: Duration,
     /// Which memory (default auto).
     pub memory: MemoryRequest,
+    /// CUDA memory: how slots are shared with subscribers (default auto:
+    /// file descriptors where the GPU supports them, so subscribers in other
+    /// containers can map them; decision 27).
+    pub cuda_share: CudaShareRequest,
     /// Frame rate (num, den), advertised to subscribers.
     pub fps: Option<(u32, u32)>,
     /// The caller's CUDA context and stream: slots are allocated in that
@@ -164,6 +169,7 @@ impl PublisherConfig {
             ack_timeout: Duration::from_millis(1000),
             startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
             memory: MemoryRequest::Auto,
+            cuda_share: CudaShareRequest::Auto,
             fps: None,
             cuda: None,
             cuda_device: -1,
@@ -251,8 +257,14 @@ impl Publisher {
                 config.ring_size,
                 config.cuda,
                 config.cuda_device,
+                config.cuda_share,
             )?,
             Some(ptrs) => {
+                if config.cuda_share == CudaShareRequest::Fd {
+                    return Err(Error::invalid(
+                        "external slots are the caller's cuMemAlloc buffers, shared with CUDA IPC: use cuda_share auto or ipc",
+                    ));
+                }
                 if memory != MemoryKind::Cuda || ptrs.len() != config.ring_size {
                     return Err(Error::invalid(format!(
                         "external slots need CUDA memory and exactly ring_size ({}) device buffers, got {} on {} memory",
@@ -264,7 +276,8 @@ impl Publisher {
                 crate::memory::external_pool(&layout, ptrs, config.cuda, config.cuda_device)?
             }
         };
-        let meta = frame_meta(&layout, memory, config.fps, pool.device_uuid())?;
+        let memory_kind = pool.cuda_share().map_or(memory.wire(), |share| share.wire());
+        let meta = frame_meta(&layout, memory_kind, config.fps, pool.device_uuid())?;
         let ownership = if config.external_slots.is_some() {
             OWNERSHIP_EXTERNAL
         } else {
@@ -290,8 +303,10 @@ impl Publisher {
                 ownership_mode: ownership as u32,
                 meta,
                 shm_path: paths.shm_name.clone(),
+                early_fds: 0,
             },
             shared_fds: pool.shared_fds()?,
+            early_fds: early_fds(&paths.shm_name, pool.as_ref())?,
             handshake_timeout: config.handshake_timeout,
             stats: control_stats.clone(),
             owner_uid: nix::unistd::geteuid().as_raw(),
@@ -324,6 +339,11 @@ impl Publisher {
     /// Frame geometry (slot pitches included).
     pub fn layout(&self) -> &FrameLayout {
         &self.layout
+    }
+
+    /// CUDA memory: how the slots are shared (decision 27); None for host memory.
+    pub fn cuda_share(&self) -> Option<crate::memory::CudaShare> {
+        self.pool.cuda_share()
     }
 
     /// Where the slots live.
@@ -397,7 +417,7 @@ impl Publisher {
     /// Publishes a frame copied from host planes; returns its seq.
     pub fn publish(&mut self, planes: &[HostPlane<'_>], pts_ns: i64) -> Result<u64> {
         let slot = self.begin();
-        self.pool.write_host(slot, &self.layout, planes)?;
+        self.pool.write_host(slot, self.next_seq, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
     }
 
@@ -406,7 +426,8 @@ impl Publisher {
     /// downloads the frame first.
     pub fn publish_device(&mut self, planes: &[DevicePlane], pts_ns: i64) -> Result<u64> {
         let slot = self.begin();
-        self.pool.write_device(slot, &self.layout, planes)?;
+        self.pool
+            .write_device(slot, self.next_seq, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
     }
 
@@ -437,7 +458,7 @@ impl Publisher {
             .acquired
             .take()
             .ok_or_else(|| Error::invalid("commit_slot without acquire_slot"))?;
-        self.pool.written_in_place(index)?;
+        self.pool.written_in_place(index, self.next_seq)?;
         Ok(self.commit(index, pts_ns))
     }
 
@@ -691,9 +712,20 @@ impl Backoff {
     }
 }
 
+/// What a subscriber that asks (HELLO_REQ `EARLY_FDS`) gets before
+/// SUBSCRIBE: the shared header, then the slots when they are shared as
+/// descriptors. The header goes as a new open file description, not the
+/// publisher's own: that one carries the lock whose holder marks the key
+/// live, and a subscriber keeping a copy would keep a dead key "live".
+fn early_fds(shm_name: &str, pool: &dyn SlotPool) -> Result<Vec<(u32, std::os::fd::OwnedFd)>> {
+    let mut fds = vec![(fd_purpose::HEADER, ShmHeader::open_for_sharing(shm_name)?)];
+    fds.extend(pool.early_fds()?);
+    Ok(fds)
+}
+
 fn frame_meta(
     layout: &FrameLayout,
-    memory: MemoryKind,
+    memory_kind: u32,
     fps: Option<(u32, u32)>,
     device_uuid: [u8; 16],
 ) -> Result<FrameMeta> {
@@ -709,7 +741,7 @@ fn frame_meta(
         pitch_uv: to_u32(layout.pitch_uv(), "pitch")?,
         bits_per_pixel: layout.format().bits_per_pixel(),
         frame_size_bytes: layout.size() as u64,
-        memory_kind: memory.wire(),
+        memory_kind,
         fps_num,
         fps_den,
         device_uuid,

@@ -131,6 +131,38 @@ impl ShmHeader {
         })
     }
 
+    /// A new read-write descriptor of our own object `name`, to send to a
+    /// subscriber (decision 27): a separate open file description, so the
+    /// creator's lock stays on the creator's alone.
+    pub(crate) fn open_for_sharing(name: &str) -> Result<OwnedFd> {
+        shm_open(
+            name,
+            OFlag::O_RDWR | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::os(format!("shm_open {name} (to send it to subscribers)"), e))
+    }
+
+    /// Maps a header received from its publisher over the control socket
+    /// (`what` names it in errors). Its contents are as untrusted as a
+    /// header opened by name; its owner needs no check, as the publisher
+    /// itself sent it.
+    pub(crate) fn from_fd(fd: &OwnedFd, what: &str) -> Result<ShmHeader> {
+        let stat = fstat(fd.as_fd()).map_err(|e| Error::os(format!("fstat {what}"), e))?;
+        if stat.st_size != HEADER_SIZE as i64 {
+            return Err(Error::corrupt(format!(
+                "{what} is {} bytes; protocol v1 requires {HEADER_SIZE}",
+                stat.st_size
+            )));
+        }
+        let region = MappedRegion::map(fd, HEADER_SIZE, Access::ReadWrite, what)?;
+        Ok(ShmHeader {
+            region,
+            _owner_lock: None,
+            owner_uid: stat.st_uid,
+        })
+    }
+
     /// Whether the object `name` exists (Some) and a live creator still holds
     /// its lock (true).
     pub(crate) fn owner_alive(name: &str) -> Option<bool> {
@@ -262,6 +294,13 @@ pub struct HeaderInfo {
     pub fps: Option<(u32, u32)>,
     /// Publisher pid as written (informative).
     pub producer_pid: u64,
+}
+
+impl HeaderInfo {
+    /// How CUDA slots are shared (decision 27); None for host memory.
+    pub fn cuda_share(&self) -> Option<crate::memory::CudaShare> {
+        crate::memory::CudaShare::from_wire(self.meta.memory_kind).filter(|_| self.memory == MemoryKind::Cuda)
+    }
 }
 
 /// Checks the fixed part of a header read from shared memory, treating every

@@ -15,11 +15,11 @@ use super::lease::Ring;
 use super::reader::Reader;
 use crate::channel::Channel;
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::{MappingSource, MemoryKind, open_mapping};
+use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
 use crate::resources::KeyPaths;
 use crate::shm::header::{ShmHeader, validate_header, validate_meta};
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
-use crate::wire::message::{HelloReq, Message, fd_purpose, msg_type};
+use crate::wire::message::{HelloReq, Message, fd_purpose, hello_flags, msg_type};
 
 /// Connects to the publisher of `config.key` and completes the handshake:
 /// a reader of its ring.
@@ -47,6 +47,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         name: config.name.clone(),
         cuda_device: config.cuda_device,
         mode: config.mode.wire(),
+        ext_flags: hello_flags::EARLY_FDS,
     }))
     .map_err(|e| refusal_or(&mut chan, e, &key))?;
     let accept = match expect(&mut chan, deadline, msg_type::HELLO_RESP, &key)? {
@@ -79,21 +80,15 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     }
     validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
 
+    // Descriptors sent before SUBSCRIBE (decision 27): the shared header, so
+    // that /dev/shm need not be shared, and CUDA slots shared as fds.
+    let mut early = receive_early_fds(&mut chan, deadline, accept.early_fds, &key)?;
+    let publisher = crate::access::peer_credentials(chan.socket())?;
     // The header, untrusted: validated, and it must agree with HELLO_RESP.
-    let header = ShmHeader::open(&paths.shm_name)?;
-    // Anyone may create a name in /dev/shm: the header must belong to
-    // the process that answers on the socket.
-    let publisher_uid = crate::access::peer_credentials(chan.socket())?.uid;
-    if header.owner_uid() != publisher_uid {
-        return Err(Error::new(
-            ErrorKind::Permission,
-            format!(
-                "shared memory {} of '{key}' belongs to uid {}, but its publisher runs as uid {publisher_uid}",
-                paths.shm_name,
-                header.owner_uid()
-            ),
-        ));
-    }
+    let header = match take_fd(&mut early, fd_purpose::HEADER) {
+        Some(fd) => ShmHeader::from_fd(&fd, &format!("shared memory of '{key}' (sent by its publisher)"))?,
+        None => open_header_by_name(&paths.shm_name, publisher.uid, &key)?,
+    };
     if header.load_magic() != crate::wire::MAGIC {
         return Err(Error::corrupt(format!(
             "shared memory of '{key}' is not initialised"
@@ -111,8 +106,20 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     // CUDA memory is mapped before SUBSCRIBE (decision 23): making a CUDA
     // context takes seconds on a busy host, and the publisher counts a
     // subscriber's start-up time from its admission.
+    let cuda_share = CudaShare::from_wire(info.meta.memory_kind).filter(|_| info.memory == MemoryKind::Cuda);
+    if cuda_share == Some(CudaShare::Ipc) && publisher.pid == 0 {
+        // SO_PEERCRED reports pid 0 for a peer outside our PID namespace:
+        // legacy CUDA IPC handles cannot be opened from there.
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the publisher of '{key}' runs in another PID namespace (another container) and shares CUDA memory with CUDA IPC handles (cuda_share=ipc), which only open within its PID namespace: publish with cuda_share=fd (the default where the GPU supports it), or share the publisher's PID namespace"
+            ),
+        ));
+    }
     let source = MappingSource {
         layout: &info.layout,
+        cuda_share,
         slots: &snapshot.slots[..info.ring_size.min(MAX_RING_SIZE)],
         event_handle: &snapshot.ipc_event_handle,
         device_uuid: info.meta.device_uuid,
@@ -121,7 +128,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     };
     let mut mapping = match info.memory {
         MemoryKind::Cuda => Some(
-            open_mapping(info.memory, &source, &mut Vec::new())
+            open_mapping(info.memory, &source, &mut early)
                 .map_err(|e| publisher_gone_or(&mut chan, e, &key))?,
         ),
         MemoryKind::Host => None,
@@ -216,6 +223,67 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         control_pending: true,
         control_due_ns: 0,
     })
+}
+
+/// Receives the `count` EVENT_FDs a publisher announced in HELLO_RESP.
+fn receive_early_fds(
+    chan: &mut Channel,
+    deadline: Instant,
+    count: u32,
+    key: &str,
+) -> Result<Vec<(u32, OwnedFd)>> {
+    // The header, a fence array and one per slot; a publisher announcing
+    // more is not one of ours.
+    let most = MAX_RING_SIZE as u32 + 2;
+    if count > most {
+        return Err(Error::protocol(format!(
+            "publisher of '{key}' announced {count} descriptors before SUBSCRIBE (at most {most})"
+        )));
+    }
+    let mut fds = Vec::with_capacity(count as usize);
+    while fds.len() < count as usize {
+        let received = chan.recv(deadline, "EVENT_FD")?;
+        match received.msg {
+            Message::EventFd { purpose } => {
+                let fd = received.fd.expect("channel pairs EVENT_FD with a descriptor");
+                fds.push((purpose, fd));
+            }
+            other => handle_unexpected(chan, other, key)?,
+        }
+    }
+    Ok(fds)
+}
+
+fn take_fd(fds: &mut Vec<(u32, OwnedFd)>, purpose: u32) -> Option<OwnedFd> {
+    let at = fds.iter().position(|(p, _)| *p == purpose)?;
+    Some(fds.swap_remove(at).1)
+}
+
+/// The header by name (publishers that send no descriptor for it: protocol
+/// v1). Anyone may create a name in /dev/shm, so it must belong to the
+/// process that answers on the socket.
+fn open_header_by_name(name: &str, publisher_uid: u32, key: &str) -> Result<ShmHeader> {
+    let header = ShmHeader::open(name).map_err(|e| {
+        if e.kind() != ErrorKind::NotFound {
+            return e;
+        }
+        Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "the publisher of '{key}' answers on its socket, but its shared memory {name} is not visible here: it sends no descriptor for it (an older cuframes or another protocol-v1 publisher), so this process must share its /dev/shm (IPC namespace; between containers, docker's --ipc container:NAME); or upgrade the publisher"
+            ),
+        )
+    })?;
+    if header.owner_uid() != publisher_uid {
+        return Err(Error::new(
+            ErrorKind::Permission,
+            format!(
+                "shared memory {name} of '{key}' belongs to uid {}, but its publisher runs as uid {publisher_uid}",
+                header.owner_uid()
+            ),
+        ));
+    }
+    Ok(header)
 }
 
 /// A publisher that refuses a peer at accept (decision 19) sends ERROR and

@@ -234,12 +234,12 @@ impl Reader {
             };
             let copy = match copy {
                 None => {
-                    ring.mapping.prepare(slot)?;
+                    ring.mapping.prepare(slot, seq)?;
                     None
                 }
                 Some(()) => {
                     let mut buffer = ring.local_buffer()?;
-                    let copied = ring.mapping.copy_out(slot, &ring.layout, &mut buffer);
+                    let copied = ring.mapping.copy_out(slot, seq, &ring.layout, &mut buffer);
                     let intact = copied.is_ok() && header.seq_after_read(slot) == seq;
                     ring.ack(slot, seq);
                     if let Err(e) = copied {

@@ -52,6 +52,11 @@ pub const SUBSCRIBER_DRAINING: u64 = 3;
 pub const MEMORY_KIND_CUDA: u32 = 0;
 /// Extension `memory_kind` (frame meta 0x20): frames are host shared memory.
 pub const MEMORY_KIND_HOST: u32 = 1;
+/// Extension `memory_kind` (frame meta 0x20, decision 27): frames are CUDA
+/// device memory shared as file descriptors (VMM), not IPC handles. A
+/// distinct value so that subscribers that only know IPC handles refuse the
+/// stream ("unknown memory kind") instead of failing in the driver.
+pub const MEMORY_KIND_CUDA_FD: u32 = 2;
 
 /// Frame meta, 64 bytes (spec §2.1).
 #[repr(C)]

@@ -45,6 +45,23 @@ pub mod fd_purpose {
     pub const WAKEUP: u32 = 1;
     /// Extension: a sealed memfd holding the host-memory slots.
     pub const HOST_SLOTS: u32 = 2;
+    /// Extension (decision 27): the shared header itself, sent before
+    /// SUBSCRIBE to a subscriber that asked ([`super::hello_flags::EARLY_FDS`]).
+    pub const HEADER: u32 = 3;
+    /// Extension (decision 28): the CUDA fence array (one u64 per slot).
+    pub const CUDA_FENCES: u32 = 4;
+    /// Extension (decision 27): CUDA slot `n`, exported as a file
+    /// descriptor, is purpose `CUDA_SLOT_0 + n`.
+    pub const CUDA_SLOT_0: u32 = 0x100;
+}
+
+/// Extension: bits of HELLO_REQ's first reserved word (`ext_flags`);
+/// protocol-v1 publishers ignore it (reserved bytes are ignored on read).
+pub mod hello_flags {
+    /// Send the descriptors a subscriber needs before SUBSCRIBE (the shared
+    /// header, CUDA slots shared as fds), right after HELLO_RESP, whose first
+    /// reserved word (`early_fds`) then says how many EVENT_FDs follow.
+    pub const EARLY_FDS: u32 = 1;
 }
 
 /// `reason` of SHUTDOWN (spec §3.8).
@@ -68,6 +85,8 @@ pub struct HelloReq {
     pub cuda_device: i32,
     /// `SubscriberMode` number.
     pub mode: u32,
+    /// Extension: `hello_flags::*` (the first reserved word; 0 from v1 peers).
+    pub ext_flags: u32,
 }
 
 /// The accepted body of HELLO_RESP (spec §3.4).
@@ -81,6 +100,10 @@ pub struct HelloAccept {
     pub meta: FrameMeta,
     /// Name of the shared header object, e.g. `/cuframes-cam1`.
     pub shm_path: String,
+    /// Extension: EVENT_FD messages sent right after this HELLO_RESP, before
+    /// SUBSCRIBE (the first reserved word; 0 from v1 publishers, and sent
+    /// only to subscribers that asked with `hello_flags::EARLY_FDS`).
+    pub early_fds: u32,
 }
 
 /// HELLO_RESP: accepted with a body, or refused with a negative result.
@@ -201,7 +224,8 @@ impl Message {
                 w.bytes(h.name.as_bytes());
                 w.i32(h.cuda_device);
                 w.u32(h.mode);
-                w.zeros(12);
+                w.u32(h.ext_flags);
+                w.zeros(8);
             }
             Message::HelloResp(r) => match (&r.accept, r.result) {
                 (Some(a), 0) => {
@@ -213,7 +237,8 @@ impl Message {
                     w.bytes(&a.meta.to_bytes());
                     w.u32(a.shm_path.len() as u32);
                     w.bytes(a.shm_path.as_bytes());
-                    w.zeros(12);
+                    w.u32(a.early_fds);
+                    w.zeros(8);
                 }
                 (None, result) if result < 0 => {
                     // Spec §3.4: result + reserved. The first reserved word
@@ -369,11 +394,13 @@ fn decode_payload(kind: u32, p: &[u8]) -> Result<Message> {
             }
             let cuda_device = r.i32();
             let mode = r.u32();
+            let ext_flags = r.u32();
             Message::HelloReq(HelloReq {
                 proto_version,
                 name: consumer.to_owned(),
                 cuda_device,
                 mode,
+                ext_flags,
             })
         }
         msg_type::HELLO_RESP => {
@@ -419,11 +446,13 @@ fn decode_payload(kind: u32, p: &[u8]) -> Result<Message> {
                 .ok()
                 .filter(|s| check_shm_path(s).is_ok())
                 .ok_or_else(|| Error::protocol(format!("{name}: shm path is not printable ASCII")))?;
+            let early_fds = r.u32();
             let accept = (result == 0).then(|| HelloAccept {
                 ring_size,
                 ownership_mode,
                 meta,
                 shm_path: shm_path.to_owned(),
+                early_fds,
             });
             Message::HelloResp(HelloResp {
                 result,

@@ -1,0 +1,111 @@
+//! Containers that share only the runtime directory (decision 27), as
+//! sibling namespaces: publisher and subscriber each in their own PID, IPC
+//! and mount namespaces, each with its own tmpfs on /dev/shm — what two
+//! Docker containers with one shared volume are. Host memory here (CI has
+//! no GPU); `scripts/gpu-test.sh` runs the CUDA modes the same way.
+//!
+//! Needs root and `unshare`; without them every test says "skipped".
+
+mod common;
+
+use common::*;
+
+#[test]
+fn a_subscriber_in_another_container_sharing_only_the_runtime_directory_gets_every_frame() {
+    if let Some(why) = namespaces_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let env = TestEnv::new();
+    let key = env.key("ns-pair");
+    let publisher = Proc::spawn(
+        "isolated publisher",
+        env.isolated(&[
+            "publish",
+            &key,
+            "--memory",
+            "host",
+            "--size",
+            "320x240",
+            "--fps",
+            "0",
+            "--frames",
+            "120",
+            "--policy",
+            "strict-wait",
+            "--wait-subscribers",
+            "1",
+        ]),
+    );
+    // Started before or after the publisher: --wait-ms covers the race.
+    let subscriber = Proc::spawn(
+        "isolated subscriber",
+        env.isolated(&[
+            "subscribe",
+            &key,
+            "--json",
+            "--verify",
+            "--frames",
+            "120",
+            "--wait-ms",
+            "10000",
+        ]),
+    );
+    let sub = subscriber.wait(EXIT_LIMIT);
+    let publisher = publisher.wait(EXIT_LIMIT);
+    sub.assert_success();
+    publisher.assert_success();
+    let summary = sub.json();
+    assert_eq!(summary["frames"], 120, "{sub}");
+    assert_eq!(summary["verified"], 120, "{sub}");
+    assert_eq!(summary["mismatched"], 0, "{sub}");
+    assert_eq!(summary["dropped"], 0, "{sub}");
+    // Nothing was left in the publisher's private /dev/shm for us to see.
+    assert!(!shm_path(&key).exists());
+}
+
+#[test]
+fn a_subscriber_in_another_container_waits_for_a_publisher_that_is_not_there_yet() {
+    if let Some(why) = namespaces_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let env = TestEnv::new();
+    let key = env.key("ns-late");
+    let subscriber = Proc::spawn(
+        "isolated subscriber",
+        env.isolated(&[
+            "subscribe",
+            &key,
+            "--json",
+            "--frames",
+            "10",
+            "--wait-ms",
+            "10000",
+        ]),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let publisher = Proc::spawn(
+        "isolated publisher",
+        env.isolated(&[
+            "publish",
+            &key,
+            "--memory",
+            "host",
+            "--size",
+            "64x64",
+            "--fps",
+            "200",
+            "--frames",
+            "10",
+            "--policy",
+            "strict-wait",
+            "--wait-subscribers",
+            "1",
+        ]),
+    );
+    let sub = subscriber.wait(EXIT_LIMIT);
+    publisher.wait(EXIT_LIMIT).assert_success();
+    sub.assert_success();
+    assert_eq!(sub.json()["frames"], 10, "{sub}");
+}
