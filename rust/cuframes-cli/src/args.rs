@@ -198,6 +198,10 @@ pub struct BenchArgs {
     /// CUDA: subscribers synchronize their stream before a frame counts as ready.
     #[arg(long)]
     pub cuda_sync: bool,
+    /// CUDA memory: how the cuframes transport shares its slots (fd, ipc or
+    /// auto), as `publish --cuda-share`.
+    #[arg(long, default_value = "auto")]
+    pub cuda_share: String,
     /// Fail when a subscriber gets no frame for this long.
     #[arg(long, default_value_t = 10000)]
     pub timeout_ms: u64,

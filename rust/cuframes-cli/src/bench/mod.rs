@@ -105,6 +105,7 @@ struct Plan {
     fps: f64,
     verify: Verify,
     cuda_sync: bool,
+    cuda_share: cuframes::CudaShareRequest,
     timeout: Duration,
     run_id: String,
 }
@@ -196,6 +197,7 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
         fps: a.fps,
         verify,
         cuda_sync: a.cuda_sync,
+        cuda_share: cuframes::CudaShareRequest::parse(&a.cuda_share)?,
         timeout: Duration::from_millis(a.timeout_ms),
         run_id: format!("{}", std::process::id()),
     })
@@ -497,6 +499,7 @@ fn run_cuframes(plan: &Plan, source: &mut Source, round: usize) -> Result<Measur
     config.ring_size = plan.ring;
     config.policy = plan.policy;
     config.ack_timeout = plan.timeout;
+    config.cuda_share = plan.cuda_share;
     config.memory = match plan.memory {
         MemoryKind::Host => MemoryRequest::Host,
         MemoryKind::Cuda => MemoryRequest::Cuda,
