@@ -40,6 +40,7 @@ fn summary(ins: &Inspection) -> Value {
             v["ring_size"] = json!(info.ring_size);
             v["policy"] = json!(Policy::from_wire(info.policy).map_or("?", |p| p.name()));
             v["memory"] = json!(info.memory.name());
+            v["cuda_share"] = json!(info.cuda_share().map(|share| share.name()));
             v["fps"] = json!(info.fps.map(|(n, d)| n as f64 / d as f64));
             v["frame_bytes"] = json!(info.layout.size());
         }
@@ -68,17 +69,22 @@ pub fn ls(a: LsArgs) -> Result<ExitCode> {
         "KEY", "STATE", "FORMAT", "SIZE", "RING", "POLICY", "MEM", "SUBS", "SEQ", "PID"
     );
     for r in rows {
-        let text = |k: &str| {
-            r[k].as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| r[k].to_string())
+        // "-" where the header could not be read (see `inspect KEY`).
+        let text = |k: &str| match &r[k] {
+            Value::Null => "-".to_owned(),
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
         };
         println!(
             "{:<24} {:<6} {:<8} {:>11} {:>4} {:<12} {:<5} {:>4} {:>12} {:>8}",
             text("key"),
             text("state"),
             text("format"),
-            format!("{}x{}", r["width"], r["height"]),
+            if r["width"].is_null() {
+                "-".to_owned()
+            } else {
+                format!("{}x{}", r["width"], r["height"])
+            },
             text("ring_size"),
             text("policy"),
             text("memory"),

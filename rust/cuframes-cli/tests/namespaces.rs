@@ -109,3 +109,30 @@ fn a_subscriber_in_another_container_waits_for_a_publisher_that_is_not_there_yet
     sub.assert_success();
     assert_eq!(sub.json()["frames"], 10, "{sub}");
 }
+
+#[test]
+fn ls_and_inspect_in_another_container_ask_the_publisher_for_its_header() {
+    if let Some(why) = namespaces_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let env = TestEnv::new();
+    let key = env.key("ns-ls");
+    let mut publisher = env.start_publisher(&key, "--size 64x48 --fps 50");
+    let ls = Proc::spawn("isolated ls", env.isolated(&["ls", "--json"])).wait(EXIT_LIMIT);
+    ls.assert_success();
+    let rows = ls.json();
+    let row = rows
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["key"] == key.as_str()))
+        .unwrap_or_else(|| panic!("{key} missing: {ls}"));
+    assert_eq!(row["state"], "live", "{ls}");
+    assert_eq!(row["format"], "nv12", "{ls}");
+    assert_eq!(row["width"], 64, "{ls}");
+    assert!(row["invalid"].is_null(), "{ls}");
+    let inspect =
+        Proc::spawn("isolated inspect", env.isolated(&["inspect", &key, "--json"])).wait(EXIT_LIMIT);
+    inspect.assert_success();
+    assert_eq!(inspect.json()["height"], 48, "{inspect}");
+    publisher.kill9();
+}

@@ -66,7 +66,16 @@ impl Inspection {
 /// [`crate::resources::runtime_dir_candidates`]).
 pub fn inspect(key: &str, runtime_dir: Option<&std::path::Path>) -> Result<Inspection> {
     let status = key_status(key, runtime_dir)?;
-    let (header, info) = match ShmHeader::open_read_only(&status.paths.shm_name) {
+    // A live key whose /dev/shm is another IPC namespace's (another
+    // container): ask its publisher for the header over the socket.
+    let opened = ShmHeader::open_read_only(&status.paths.shm_name).or_else(|e| {
+        if e.kind() == crate::error::ErrorKind::NotFound && status.live {
+            crate::subscriber::handshake::fetch_header(&status.paths, std::time::Duration::from_secs(2))
+        } else {
+            Err(e)
+        }
+    });
+    let (header, info) = match opened {
         Ok(shm) => {
             let magic_ready = shm.load_magic();
             let snapshot = shm.snapshot();

@@ -225,6 +225,46 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     })
 }
 
+/// The shared header of the publisher answering on `paths.socket`, asked for
+/// over the socket (HELLO with `EARLY_FDS`, then the connection is closed
+/// without subscribing): for inspecting a key whose /dev/shm is another
+/// IPC namespace's (decision 27). Mapped read-only.
+pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Result<ShmHeader> {
+    let key = paths.key.clone();
+    let sock = UnixStream::connect(&paths.socket)
+        .map_err(|e| Error::io(format!("connecting to {}", paths.socket.display()), &e))?;
+    let mut chan = Channel::new(sock, format!("publisher of '{key}'"))?;
+    let deadline = Instant::now() + timeout;
+    chan.send(&Message::HelloReq(HelloReq {
+        proto_version: PROTOCOL_VERSION,
+        name: "inspect".into(),
+        cuda_device: -1,
+        mode: crate::SubscriberMode::Sequential.wire(),
+        ext_flags: hello_flags::EARLY_FDS,
+    }))?;
+    let accept = match expect(&mut chan, deadline, msg_type::HELLO_RESP, &key)? {
+        Message::HelloResp(r) if r.result == 0 => r
+            .accept
+            .ok_or_else(|| Error::protocol("HELLO_RESP without body"))?,
+        Message::HelloResp(r) => {
+            let kind = ErrorKind::from_code(r.result);
+            return Err(Error::new(
+                kind,
+                format!("publisher of '{key}' refused HELLO: {}", kind.describe()),
+            ));
+        }
+        _ => unreachable!("expect() returns the asked type"),
+    };
+    let mut early = receive_early_fds(&mut chan, deadline, accept.early_fds, &key)?;
+    let fd = take_fd(&mut early, fd_purpose::HEADER).ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("the publisher of '{key}' sends no descriptor of its shared memory (protocol v1)"),
+        )
+    })?;
+    ShmHeader::from_fd(&fd, &format!("shared memory of '{key}' (sent by its publisher)"))
+}
+
 /// Receives the `count` EVENT_FDs a publisher announced in HELLO_RESP.
 fn receive_early_fds(
     chan: &mut Channel,

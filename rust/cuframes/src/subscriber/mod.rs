@@ -1,7 +1,7 @@
 //! The subscriber: handshake (spec §4.1), then frames by seq, woken by the
 //! publisher's eventfd.
 
-mod handshake;
+pub(crate) mod handshake;
 mod lease;
 mod read_ahead;
 mod reader;
