@@ -106,6 +106,8 @@ fn cuda_frames_cross_sibling_namespaces_as_fds() {
         eprintln!("skipped: {why}");
         return;
     }
+    let ctx = CudaContext::new(0).unwrap();
+    ctx.bind_to_thread().unwrap();
     let before = free_device_memory();
     for size in ["1920x1080", "3840x2160"] {
         let env = TestEnv::new();
