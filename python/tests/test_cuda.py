@@ -177,6 +177,52 @@ def test_torch_from_dlpack_is_the_mapped_slot():
         stop(proc)
 
 
+ISOLATE = ["unshare", "--pid", "--ipc", "--mount", "--fork", "--mount-proc", "--kill-child", "--", "sh", "-c",
+           'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"']
+
+ISOLATED_SUBSCRIBER = """
+import json, sys, torch, cuframes
+from cuframes import pattern
+key, frames = sys.argv[1], int(sys.argv[2])
+checked = 0
+with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0) as sub:
+    for frame in sub:
+        for p, plane in enumerate(frame.planes):
+            t = torch.from_dlpack(plane)
+            assert t.data_ptr() == plane.ptr, "from_dlpack copied the plane"
+            if frame.seq % 10 == 1:
+                assert pattern.check_plane("nv12", frame.seq - 1, p, t.cpu().numpy()), (frame.seq, p)
+                checked += 1
+        del t
+    stats = sub.stats
+print(json.dumps({"received": stats.received, "dropped": stats.dropped, "checked": checked,
+                  "cuda_share": sub.info.cuda_share}))
+"""
+
+
+def test_torch_subscriber_in_another_container():
+    """Publisher and a PyTorch subscriber in sibling PID/IPC/mount namespaces,
+    each with its own /dev/shm, sharing only the runtime directory."""
+    need_torch()
+    cli = need_cli()
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        skip("needs root and unshare")
+    key = fresh_key()
+    frames = 40
+    pub = subprocess.Popen(ISOLATE + [cli, "publish", key, "--memory", "cuda", "--size", "%dx%d" % (WIDTH, HEIGHT),
+                                      "--fps", "0", "--frames", str(frames), "--policy", "strict-wait",
+                                      "--wait-subscribers", "1", "--quiet"])
+    try:
+        sub = subprocess.run(ISOLATE + [sys.executable, "-c", ISOLATED_SUBSCRIBER, key, str(frames)],
+                             capture_output=True, text=True, timeout=90)
+        assert sub.returncode == 0, "isolated subscriber failed: %s %s" % (sub.stdout, sub.stderr)
+        result = json.loads(sub.stdout.strip().splitlines()[-1])
+        assert result == {"received": frames, "dropped": 0, "checked": 8, "cuda_share": "fd"}, result
+        assert pub.wait(timeout=20) == 0
+    finally:
+        stop(pub)
+
+
 class _raises:
     def __init__(self, kind):
         self.kind = kind

@@ -192,7 +192,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     };
     crate::testhook::abort_at("sub-after-accept");
     let ring = Arc::new(Ring {
-        header,
+        header: Arc::new(header),
         mapping,
         layout: info.layout.clone(),
         memory: info.memory,

@@ -15,7 +15,8 @@ use crate::shm::header::ShmHeader;
 /// handed out is released.
 #[derive(Debug)]
 pub(crate) struct Ring {
-    pub header: ShmHeader,
+    /// Shared with copy completions that ACK from a driver thread.
+    pub header: Arc<ShmHeader>,
     pub mapping: Box<dyn SlotMapping>,
     pub layout: FrameLayout,
     pub memory: MemoryKind,

@@ -29,8 +29,8 @@ use std::os::fd::OwnedFd;
 use std::sync::Mutex;
 
 use super::{
-    CudaShare, CudaShareRequest, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping,
-    SlotPool,
+    Completion, CudaShare, CudaShareRequest, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr,
+    SlotMapping, SlotPool,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
@@ -705,7 +705,14 @@ impl SlotMapping for CudaMapping {
         }
     }
 
-    fn copy_out(&self, index: usize, seq: u64, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
+    fn copy_out(
+        &self,
+        index: usize,
+        seq: u64,
+        layout: &FrameLayout,
+        dst: &mut LocalFrame,
+        done: Completion,
+    ) -> Result<()> {
         let dst = as_device(dst)?;
         let _current = self.ctx.enter()?;
         let mut copier = self.copier.lock().unwrap_or_else(|p| p.into_inner());
@@ -720,13 +727,21 @@ impl SlotMapping for CudaMapping {
         }
         self.after_publish(stream, index, seq)?;
         driver::copy_dtod(dst.alloc.ptr, self.slots[index], layout.size(), stream)?;
-        // Waited for here, so that the slot is released before `next`
-        // returns: a slot held until a later call could stall the publisher
-        // while the caller is busy elsewhere (FFmpeg's demuxer blocks on its
-        // full queue; found on the H200, docs/benchmarks.md).
         let copied = dst.copied as CUevent;
         driver::event_record(copied, stream)?;
-        driver::event_wait(copied)
+        match done {
+            // Waited for here, so that the slot is released before `next`
+            // returns: a slot held until a later call could stall the
+            // publisher while the caller is busy elsewhere (FFmpeg's demuxer
+            // blocks on its full queue; found on the H200, docs/benchmarks.md).
+            Completion::Wait => driver::event_wait(copied),
+            // Or released by the driver's thread when the copy is done, with
+            // the consumer's stream ordered after it on the GPU: no CPU wait.
+            Completion::Then(done) => {
+                driver::stream_wait_event(stream_of(self.stream), copied)?;
+                driver::launch_host_func(stream, done)
+            }
+        }
     }
 
     fn recycle(&self, frame: &mut LocalFrame) -> Result<()> {
