@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # libcuframes, the `cuframes` command and the patched FFmpeg, built by the same
 # scripts CI runs (no second recipe here). NVDEC/NVENC/CUDA come from the host
 # driver through the NVIDIA container toolkit (`--gpus all`); nothing CUDA is
@@ -8,12 +6,19 @@
 #
 #   docker build -t cuframes .
 #   docker run --rm --gpus all cuframes ffmpeg -h muxer=cuframes
+#
+# The runtime image holds stripped programs and libcuframes.so only; to build C
+# programs against libcuframes (header, static library, pkg-config) use the build
+# stage: `docker build --target build`. CI builds this file from local stand-ins of
+# the two base images (scripts/test-docker.sh): see docs/containers.md.
 
 ARG RUST_IMAGE=rust:1.88-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
+# .dockerignore keeps build outputs (target/, build/) and files the build does not
+# read out of the context.
 COPY . .
 # libcuframes (static + shared + header + pkg-config) and the cuframes CLI.
 RUN scripts/install.sh --prefix /opt/cuframes \
@@ -22,13 +27,26 @@ RUN scripts/install.sh --prefix /opt/cuframes \
 # FFmpeg 7.1 from Debian's trixie source package + ffmpeg-patches/, into build/ffmpeg.
 RUN scripts/build-ffmpeg.sh \
  && cp -a build/ffmpeg /opt/ffmpeg
+# What the runtime image takes, in /dist: the programs and the shared library,
+# stripped (the release profile keeps line tables). ffprobe (9 MB, statically linked
+# like ffmpeg) is used by nothing here and stays in the build stage.
+RUN install -d /dist/cuframes/bin /dist/cuframes/lib /dist/ffmpeg/bin \
+ && install -m 0755 /opt/cuframes/bin/cuframes /dist/cuframes/bin/ \
+ && install -m 0755 /opt/ffmpeg/bin/ffmpeg /dist/ffmpeg/bin/ \
+ && cp -P /opt/cuframes/lib/libcuframes.so* /dist/cuframes/lib/ \
+ && strip --strip-all /dist/cuframes/bin/* /dist/ffmpeg/bin/* \
+ && strip --strip-unneeded /dist/cuframes/lib/libcuframes.so.*.*.*
 
 FROM ${RUNTIME_IMAGE} AS runtime
+# libx264 is the one library ffmpeg loads besides libc's; nothing here speaks TLS.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libx264-164 ca-certificates \
+ && apt-get install -y --no-install-recommends libx264-164 \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /opt/cuframes /opt/cuframes
-COPY --from=build /opt/ffmpeg /opt/ffmpeg
+COPY --from=build /dist/ /opt/
+# The runtime directory is /tmp-like (1777): a volume mounted there starts with this
+# mode, so a publisher of any uid can create its socket, and who may subscribe is its
+# own choice (0600 by default, 0660 with `-group`). docs/containers.md has the rest.
+RUN install -d -m 1777 /run/cuframes
 ENV PATH=/opt/ffmpeg/bin:/opt/cuframes/bin:${PATH} \
     LD_LIBRARY_PATH=/opt/cuframes/lib \
     NVIDIA_VISIBLE_DEVICES=all \

@@ -32,3 +32,5 @@ scripts/test-c.sh
 echo "== Python bindings (scripts/test-python.sh)"
 scripts/test-python.sh
 echo "== FFmpeg end to end (scripts/build-ffmpeg.sh, tests/ffmpeg/run.sh)"; scripts/build-ffmpeg.sh; tests/ffmpeg/run.sh
+echo "== Kubernetes and Compose manifests (scripts/test-manifests.sh)"; scripts/test-manifests.sh
+echo "== The Docker image: containers sharing only a volume (scripts/test-docker.sh)"; scripts/test-docker.sh

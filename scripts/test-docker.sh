@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# The Docker image, built and run for real (host memory; no GPU, no registry needed).
+#
+#   scripts/test-docker.sh
+#
+# 1. Docker: installs docker.io and debootstrap when missing (apt, as root) and starts
+#    `dockerd --bridge=none --iptables=false --ip-forward=false` when no daemon answers (log:
+#    build/test-docker/dockerd.log; stopped at the end only if started here);
+# 2. stand-ins for the base images (docker/standin/build.sh; reused once built);
+# 3. `docker build --network host` of the Dockerfile from them, as image cuframes-ci;
+# 4. containers with --network none that share nothing but a named volume on
+#    /run/cuframes (each has its own PID, IPC and network namespace), run as non-root
+#    users of one group:
+#    a. one publisher and two subscribers: every frame framemd5-exact against a
+#       direct decode of the same source;
+#    b. the publisher killed (docker kill) and restarted (docker start): the
+#       subscribers (-reconnect 1) follow it and get the new publisher's frames;
+#    c. a subscriber without the volume fails, in bounded time, with a clear message.
+#
+# Prints ok/FAILED for each check, how long each phase took, and
+# "docker tests: N passed, N failed, N skipped"; exits non-zero on a failure. Only
+# where Docker cannot be installed or started is everything skipped, with the reason,
+# and the exit status 0. Logs: build/test-docker/.
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LOG_DIR=$ROOT/build/test-docker
+IMAGE=${CUFRAMES_TEST_IMAGE:-cuframes-ci}
+PREFIX=cuframes-test-$$
+VOLUME=$PREFIX-run
+# Users: the publisher and the first subscriber have the shared group as their primary
+# group, the second subscriber only as a supplementary one.
+GID=1500
+PUB_USER=(--user "1001:$GID")
+SUB1_USER=(--user "1002:$GID")
+SUB2_USER=(--user 1003:1003 --group-add "$GID")
+VOL=(-v "$VOLUME:/run/cuframes")
+FF=(ffmpeg -nostdin -hide_banner -nostats)
+
+CHECK_BUILD="image build (Dockerfile, stand-in bases)"
+CHECK_FRAMES="a. publisher + 2 subscriber containers: frames exact"
+CHECK_RESTART="b. publisher killed, restarted: subscribers follow"
+CHECK_ISOLATED="c. subscriber without the volume: clear error"
+
+mkdir -p "$LOG_DIR"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-test-docker.XXXXXX")
+T0=$SECONDS
+PASSED=0
+FAILED=0
+SKIPPED=0
+DOCKERD_PID=
+CONTAINERS=()
+
+say() { echo "test-docker: $*"; }
+result() {
+    local name=$1 ok=$2
+    shift 2
+    if [ "$ok" = 1 ]; then
+        PASSED=$((PASSED + 1))
+        printf 'ok     %-52s %s\n' "$name" "$*"
+    else
+        FAILED=$((FAILED + 1))
+        printf 'FAILED %-52s %s\n' "$name" "$*"
+    fi
+}
+skipped() {
+    SKIPPED=$((SKIPPED + 1))
+    printf 'skip   %-52s %s\n' "$1" "$2"
+}
+summary() {
+    say "took $((SECONDS - T0)) s"
+    echo "docker tests: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+}
+# Docker is not to be had here: every check is skipped, and that is not a failure.
+skip_all() {
+    local check
+    say "skipping every check: $1"
+    for check in "$CHECK_BUILD" "$CHECK_FRAMES" "$CHECK_RESTART" "$CHECK_ISOLATED"; do
+        skipped "$check" "($1)"
+    done
+    summary
+    exit 0
+}
+# show FILE...: the tail of logs, after a failure.
+show() {
+    local f
+    for f in "$@"; do
+        [ -s "$f" ] || continue
+        echo "  --- $(basename "$f") (last lines)"
+        tail -n 20 "$f" | sed 's/^/  | /'
+    done
+}
+phase_took() { say "$1 took $((SECONDS - $2)) s"; }
+
+cleanup() {
+    set +e
+    if [ ${#CONTAINERS[@]} -gt 0 ]; then
+        docker rm -f "${CONTAINERS[@]}" >/dev/null 2>&1
+    fi
+    docker volume rm -f "$VOLUME" >/dev/null 2>&1
+    if [ -n "$DOCKERD_PID" ]; then
+        say "stopping the dockerd started here (pid $DOCKERD_PID)"
+        kill -TERM "$DOCKERD_PID" 2>/dev/null
+        for _ in $(seq 60); do
+            kill -0 "$DOCKERD_PID" 2>/dev/null || break
+            sleep 0.5
+        done
+        kill -KILL "$DOCKERD_PID" 2>/dev/null
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- 1. Docker
+docker_answers() { docker info >/dev/null 2>&1; }
+
+phase=$SECONDS
+if ! docker_answers; then
+    [ "$(id -u)" = 0 ] || skip_all "no Docker daemon answers and starting one needs root"
+    missing=()
+    command -v docker >/dev/null && command -v dockerd >/dev/null || missing+=(docker.io)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    if [ ${#missing[@]} -gt 0 ]; then
+        command -v apt-get >/dev/null || skip_all "no apt-get to install ${missing[*]}"
+        say "installing ${missing[*]} (log: $LOG_DIR/apt.log)…"
+        if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+                 apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$LOG_DIR/apt.log" 2>&1; then
+            skip_all "cannot install ${missing[*]}: $(tail -n 1 "$LOG_DIR/apt.log")"
+        fi
+    fi
+    # A daemon the package's scripts may have started counts as well.
+    if ! docker_answers; then
+        # A pid file left by a dockerd that died stops the next one from starting.
+        if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+            rm -f /var/run/docker.pid
+        fi
+        # No bridge, no iptables rules, no IP forwarding: nothing on the host's network
+        # changes, and containers run with --network none (builds with the host's).
+        say "starting dockerd (log: $LOG_DIR/dockerd.log)…"
+        dockerd --bridge=none --iptables=false --ip-forward=false >"$LOG_DIR/dockerd.log" 2>&1 &
+        DOCKERD_PID=$!
+        for _ in $(seq 120); do
+            docker_answers && break
+            kill -0 "$DOCKERD_PID" 2>/dev/null || break
+            sleep 0.5
+        done
+        if ! docker_answers; then
+            reason="dockerd did not start: $(tail -n 1 "$LOG_DIR/dockerd.log")"
+            kill -KILL "$DOCKERD_PID" 2>/dev/null || true
+            DOCKERD_PID=
+            skip_all "$reason"
+        fi
+    fi
+else
+    # The stand-in root needs debootstrap even where a daemon already runs.
+    if ! command -v debootstrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap \
+            >"$LOG_DIR/apt.log" 2>&1 || true
+    fi
+fi
+say "docker: $(docker version --format 'server {{.Server.Version}}, client {{.Client.Version}}')," \
+    "storage $(docker info --format '{{.Driver}}')"
+phase_took "docker (install, daemon)" "$phase"
+# The classic builder: it takes the stand-ins from the local image store, and needs
+# neither a registry nor the buildx plugin.
+export DOCKER_BUILDKIT=0
+
+# ---------------------------------------------------------------- 2. stand-ins
+phase=$SECONDS
+if ! standins=$(docker/standin/build.sh --log-dir "$LOG_DIR"); then
+    result "$CHECK_BUILD" 0 "(the stand-in base images could not be built)"
+    skipped "$CHECK_FRAMES" "(no image)"
+    skipped "$CHECK_RESTART" "(no image)"
+    skipped "$CHECK_ISOLATED" "(no image)"
+    summary
+    exit 1
+fi
+RUNTIME_IMAGE=$(sed -n 's/^RUNTIME_IMAGE=//p' <<<"$standins")
+RUST_IMAGE=$(sed -n 's/^RUST_IMAGE=//p' <<<"$standins")
+phase_took "stand-ins ($RUST_IMAGE, $RUNTIME_IMAGE)" "$phase"
+
+# ---------------------------------------------------------------- 3. the image
+phase=$SECONDS
+say "docker build -t $IMAGE (log: $LOG_DIR/image-build.log)…"
+# The build stage is tagged too ($IMAGE-build), so that the images a new build replaces
+# can be removed below with all their layers (1.3 GB per change of the sources).
+replaced=$(docker image inspect -f '{{.Id}}' "$IMAGE" "$IMAGE-build" 2>/dev/null || true)
+build_image() {
+    docker build --network host --build-arg RUST_IMAGE="$RUST_IMAGE" \
+        --build-arg RUNTIME_IMAGE="$RUNTIME_IMAGE" "$@" . >>"$LOG_DIR/image-build.log" 2>&1
+}
+: >"$LOG_DIR/image-build.log"
+if ! build_image --target build -t "$IMAGE-build" || ! build_image -t "$IMAGE"; then
+    show "$LOG_DIR/image-build.log"
+    result "$CHECK_BUILD" 0 "($((SECONDS - phase)) s)"
+    skipped "$CHECK_FRAMES" "(no image)"
+    skipped "$CHECK_RESTART" "(no image)"
+    skipped "$CHECK_ISOLATED" "(no image)"
+    summary
+    exit 1
+fi
+current=$(docker image inspect -f '{{.Id}}' "$IMAGE" "$IMAGE-build")
+for id in $replaced; do
+    grep -qx "$id" <<<"$current" || docker rmi "$id" >/dev/null 2>&1 || true
+done
+size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
+base_size=$(docker image inspect -f '{{.Size}}' "$RUNTIME_IMAGE")
+result "$CHECK_BUILD" 1 "($((SECONDS - phase)) s; $((size / 1000000)) MB," \
+    "of which the base $((base_size / 1000000)) MB)"
+phase_took "image build" "$phase"
+
+# ---------------------------------------------------------------- 4. containers
+phase=$SECONDS
+
+# start NAME ARGS...: a detached container $PREFIX-NAME without a network. A container
+# that cannot be started is reported, and its check fails on its exit status.
+start() {
+    local name=$PREFIX-$1
+    shift
+    CONTAINERS+=("$name")
+    docker run -d --name "$name" --network none "$@" >/dev/null ||
+        echo "  docker run --name $name failed"
+}
+# finished NAME LIMIT: the exit status of container NAME, waited for at most LIMIT s
+# (124: still running then, and killed).
+finished() {
+    local rc
+    if rc=$(timeout "$2" docker wait "$PREFIX-$1"); then
+        echo "$rc"
+    else
+        docker kill "$PREFIX-$1" >/dev/null 2>&1 || true
+        echo 124
+    fi
+}
+# logs NAME DIR: stdout and stderr of container NAME, into DIR/NAME.out and .err.
+logs() { docker logs "$PREFIX-$1" >"$2/$1.out" 2>"$2/$1.err" || true; }
+running() { [ "$(docker inspect -f '{{.State.Running}}' "$PREFIX-$1" 2>/dev/null)" = true ]; }
+# Frames a running framemd5 subscriber has written so far.
+frames_so_far() { docker logs "$PREFIX-$1" 2>/dev/null | grep -vc '^#' || true; }
+# The MD5 column of a framemd5 file, one line per frame.
+md5s() { { grep -v '^#' "$1" || true; } | awk -F', *' '{ print $6 }'; }
+# reference DIR NAME SOURCE N: framemd5 of N frames of SOURCE decoded directly (nv12).
+reference() {
+    docker run --rm --network none "$IMAGE" "${FF[@]}" -f lavfi -i "$3" -frames:v "$4" \
+        -pix_fmt nv12 -f framemd5 - >"$1/$2.md5" 2>"$1/$2.err"
+}
+# Each container must have its own IPC and PID namespace and no network: sharing
+# one of them would let the frames through another way than the volume.
+isolated() {
+    local c modes
+    for c in "$@"; do
+        modes=$(docker inspect -f '{{.HostConfig.IpcMode}} {{.HostConfig.PidMode}} {{.HostConfig.NetworkMode}}' "$PREFIX-$c")
+        case $modes in
+            "private  none" | "shareable  none") ;;
+            *) echo "  $c: ipc, pid, network modes '$modes' (want its own namespaces, no network)"
+               return 1 ;;
+        esac
+    done
+}
+
+docker volume create "$VOLUME" >/dev/null
+
+# a. frames through the volume alone, exact.
+check_frames() {
+    local d=$WORK/frames n=250 src="testsrc2=size=640x360:rate=25" ok=1 t=$SECONDS c rc
+    mkdir -p "$d"
+    reference "$d" ref "$src" $n || { echo "  the direct decode failed"; show "$d/ref.err"; ok=0; }
+    start pub-a "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f lavfi -i "$src" -frames:v $n \
+        -pix_fmt nv12 -f cuframes -policy strict_wait -wait_subscribers 2 -group "$GID" cam1
+    start sub1-a "${SUB1_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20000 \
+        -i cam1 -f framemd5 -
+    start sub2-a "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20000 \
+        -i cam1 -f framemd5 -
+    isolated pub-a sub1-a sub2-a || ok=0
+    for c in sub1-a sub2-a; do
+        rc=$(finished $c 120)
+        logs $c "$d"
+        [ "$rc" = 0 ] || { echo "  $c exited $rc"; ok=0; }
+    done
+    # After a subscriber failed the publisher would wait out -wait_timeout: stop it.
+    [ $ok = 1 ] || docker kill "$PREFIX-pub-a" >/dev/null 2>&1 || true
+    rc=$(finished pub-a 60)
+    logs pub-a "$d"
+    [ "$rc" = 0 ] || { echo "  pub-a exited $rc"; ok=0; }
+    for c in sub1-a sub2-a; do
+        if [ "$(md5s "$d/$c.out" | wc -l)" != $n ] || ! cmp -s <(md5s "$d/ref.md5") <(md5s "$d/$c.out"); then
+            echo "  $c: $(md5s "$d/$c.out" | wc -l) frames, expected the $n of the direct decode"
+            diff <(md5s "$d/ref.md5") <(md5s "$d/$c.out") | head -n 4 | sed 's/^/  /' || true
+            ok=0
+        fi
+    done
+    [ $ok = 1 ] || show "$d/pub-a.err" "$d/sub1-a.err" "$d/sub2-a.err"
+    result "$CHECK_FRAMES" $ok "(2 x $n frames 640x360 nv12, $((SECONDS - t)) s)"
+}
+
+# b. kill -9 of the publisher's container, then the same container started again: each
+# subscriber's frames are a prefix of the stream, then the whole stream once more.
+check_restart() {
+    local d=$WORK/restart n=100 src="testsrc2=size=320x240:rate=25" ok=1 t=$SECONDS c rc
+    mkdir -p "$d"
+    reference "$d" ref "$src" $n || { echo "  the direct decode failed"; show "$d/ref.err"; ok=0; }
+    start pub-b "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -re -f lavfi -i "$src" -frames:v $n \
+        -pix_fmt nv12 -f cuframes -policy strict_wait -wait_subscribers 2 -group "$GID" cam2
+    local sub=(-f cuframes -reconnect 1 -reconnect_timeout 5000 -timeout 20000 -i cam2
+               -flush_packets 1 -f framemd5 -)
+    start sub1-b "${SUB1_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" "${sub[@]}"
+    start sub2-b "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" "${sub[@]}"
+    isolated pub-b sub1-b sub2-b || ok=0
+    # Kill it mid-stream, once both subscribers have some of its frames.
+    both_have_frames() { [ "$(frames_so_far sub1-b)" -ge 10 ] && [ "$(frames_so_far sub2-b)" -ge 10 ]; }
+    for _ in $(seq 300); do
+        both_have_frames && break
+        if ! running sub1-b || ! running sub2-b; then break; fi
+        sleep 0.1
+    done
+    if both_have_frames; then
+        docker kill "$PREFIX-pub-b" >/dev/null || { echo "  docker kill failed"; ok=0; }
+        rc=$(finished pub-b 30)
+        [ "$rc" = 137 ] || { echo "  the killed publisher exited $rc (expected 137)"; ok=0; }
+        docker start "$PREFIX-pub-b" >/dev/null || { echo "  docker start failed"; ok=0; }
+    else
+        echo "  the subscribers got no frames from the first publisher"
+        ok=0
+        docker kill "$PREFIX-pub-b" >/dev/null 2>&1 || true
+    fi
+    for c in sub1-b sub2-b pub-b; do
+        rc=$(finished $c 120)
+        logs $c "$d"
+        [ "$rc" = 0 ] || { echo "  $c exited $rc"; ok=0; }
+    done
+    local detail=()
+    for c in sub1-b sub2-b; do
+        local got before
+        got=$(md5s "$d/$c.out" | wc -l)
+        before=$((got - n))
+        if [ $before -lt 1 ] || [ $before -ge $n ] ||
+            ! cmp -s <(md5s "$d/ref.md5" | head -n $before) <(md5s "$d/$c.out" | head -n $before) ||
+            ! cmp -s <(md5s "$d/ref.md5") <(md5s "$d/$c.out" | tail -n $n); then
+            echo "  $c: $got frames, expected 1-$((n - 1)) from the first run, then all $n of the second (in order)"
+            ok=0
+            detail+=("$c $got frames")
+        else
+            detail+=("$c $before+$n frames")
+        fi
+        grep -q "Resumed 'cam2'" "$d/$c.err" || { echo "  $c: no 'Resumed' message"; ok=0; }
+    done
+    [ $ok = 1 ] || show "$d/pub-b.err" "$d/sub1-b.err" "$d/sub2-b.err"
+    result "$CHECK_RESTART" $ok "(${detail[0]}, ${detail[1]}; $((SECONDS - t)) s)"
+    [ $ok = 1 ] && grep -h "went away\|Resumed" "$d/sub1-b.err" | sed 's/^\[[^]]*\] /     /'
+    return 0
+}
+
+# c. a live publisher on the volume, and a subscriber that lacks the volume.
+check_isolated() {
+    local d=$WORK/isolated ok=1 rc
+    mkdir -p "$d"
+    start pub-c "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" cuframes publish cam3 --memory host \
+        --size 320x240 --fps 25 --group "$GID" --quiet
+    for _ in $(seq 100); do
+        docker exec "$PREFIX-pub-c" test -S /run/cuframes/cam3.sock 2>/dev/null && break
+        sleep 0.2
+    done
+    docker exec "$PREFIX-pub-c" test -S /run/cuframes/cam3.sock 2>/dev/null ||
+        { echo "  the publisher did not start"; logs pub-c "$d"; show "$d/pub-c.err"; ok=0; }
+    local t=$SECONDS
+    rc=0
+    timeout 60 docker run --rm --network none "${SUB1_USER[@]}" "$IMAGE" "${FF[@]}" \
+        -f cuframes -timeout 3000 -i cam3 -f null - >"$d/sub.out" 2>"$d/sub.err" || rc=$?
+    local took=$((SECONDS - t))
+    if [ $rc = 0 ] || [ $rc = 124 ]; then
+        echo "  the subscriber exited $rc (expected an error)"
+        ok=0
+    fi
+    [ $took -le 30 ] || { echo "  it took $took s (limit 30)"; ok=0; }
+    grep -q "no publisher for key 'cam3'" "$d/sub.err" || { echo "  no 'no publisher for key' message"; ok=0; }
+    docker stop -t 5 "$PREFIX-pub-c" >/dev/null 2>&1 || true
+    [ $ok = 1 ] || show "$d/sub.err"
+    result "$CHECK_ISOLATED" $ok "(exit $rc after $took s)"
+    [ $ok = 1 ] && grep -h "no publisher for key" "$d/sub.err" | sed 's/^\[[^]]*\] /     /'
+    return 0
+}
+
+check_frames
+check_restart
+check_isolated
+phase_took "tests" "$phase"
+summary
+[ "$FAILED" = 0 ]
