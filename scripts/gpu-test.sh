@@ -25,7 +25,7 @@ stage() {
     install -m 0755 target/release/cuframes "$stage/bin/cuframes"
     # The ignored GPU tests, as release test binaries.
     local test_name test_bin
-    for test_name in cuda cuda_crash; do
+    for test_name in cuda cuda_crash backends; do
         test_bin=$(cargo test --release --locked -p cuframes-cli --test "$test_name" --no-run \
             --message-format=json 2>/dev/null | TEST="$test_name" python3 -c 'import json,os,sys
 for line in sys.stdin:
@@ -47,7 +47,8 @@ for line in sys.stdin:
         $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --static --libs-only-l cuframes | sed 's/-lcuframes//')
     # The copy counter injected into CUDA processes (no CUDA headers needed).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
-    strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/cuda_crash" "$stage/tests/test_cuda" \
+    strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/cuda_crash" "$stage/tests/backends" \
+        "$stage/tests/test_cuda" \
         "$stage/lib/libcuframes.so.0"
     # The patched FFmpeg (libcuframes linked in) and the one library it needs that
     # the GPU machine's image may lack.
@@ -108,7 +109,9 @@ run() {
     for want in "${parts[@]}"; do
         case $want in
         rust) part "Rust CUDA tests" rust-cuda.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
-            "$stage/tests/cuda" --ignored --test-threads=1 --nocapture ;;
+            "$stage/tests/cuda" --ignored --test-threads=1 --nocapture
+            part "Every backend (host, CUDA fd, CUDA ipc)" rust-backends.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
+            "$stage/tests/backends" --include-ignored --test-threads=1 ;;
         c) part "C API CUDA tests" c-cuda.log "$stage/tests/test_cuda" ;;
         crash) part "CUDA crash matrix" cuda-crash.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
             "$stage/tests/cuda_crash" --ignored --test-threads=1 --nocapture ;;
