@@ -20,6 +20,21 @@
 #include <stdbool.h>
 
 /**
+ * `cuframes_frame_props.flags`: a key frame.
+ */
+#define CUFRAMES_PROPS_KEY_FRAME 1
+
+/**
+ * `cuframes_frame_props.flags`: interlaced content.
+ */
+#define CUFRAMES_PROPS_INTERLACED 2
+
+/**
+ * `cuframes_frame_props.flags`: interlaced, top field first.
+ */
+#define CUFRAMES_PROPS_TOP_FIELD_FIRST 4
+
+/**
  * Most planes a frame has (the size of the per-plane arrays).
  */
 #define CUFRAMES_MAX_PLANES 4
@@ -282,6 +297,59 @@ typedef struct cuframes_slot {
      */
     size_t pitches[CUFRAMES_MAX_PLANES];
 } cuframes_slot;
+
+/**
+ * What a frame carries besides its pixels (docs/c-api.md, "Frame
+ * properties"): FFmpeg's numbering throughout (H.273 code points for
+ * primaries, transfer and matrix; `AVColorRange`, `AVChromaLocation`,
+ * `AVPictureType`), passed through uninterpreted.
+ */
+typedef struct cuframes_frame_props {
+    /**
+     * 0 unspecified, 1 limited, 2 full.
+     */
+    uint8_t color_range;
+    /**
+     * H.273 colour primaries (2 unspecified).
+     */
+    uint8_t color_primaries;
+    /**
+     * H.273 transfer characteristics (2 unspecified).
+     */
+    uint8_t color_trc;
+    /**
+     * H.273 matrix coefficients (2 unspecified).
+     */
+    uint8_t colorspace;
+    /**
+     * `AVChromaLocation` (0 unspecified).
+     */
+    uint8_t chroma_location;
+    /**
+     * `AVPictureType` (0 none).
+     */
+    uint8_t pict_type;
+    /**
+     * `CUFRAMES_PROPS_*` bits.
+     */
+    uint8_t flags;
+    /**
+     * Zero.
+     */
+    uint8_t reserved;
+    /**
+     * Sample aspect ratio; 0/0 or 0/1 unknown.
+     */
+    uint32_t sar_num;
+    /**
+     * Sample aspect ratio denominator.
+     */
+    uint32_t sar_den;
+    /**
+     * Display duration in ns; 0 unknown.
+     */
+    int64_t duration_ns;
+} cuframes_frame_props;
 
 /**
  * Which frames a subscriber receives (`CUFRAMES_MODE_*`).
@@ -810,6 +878,18 @@ cuframes_status cuframes_publisher_wait_delivered(struct cuframes_publisher *pub
                                                   uint32_t timeout_ms);
 
 /**
+ * Sets the properties every frame published from now on carries (colour
+ * description, aspect ratio, field order, key frame, duration; docs/c-api.md,
+ * "Frame properties"); NULL: none. `INVALID_ARGUMENT` for unknown flag bits.
+ *
+ * # Safety
+ *
+ * `publisher` is NULL or a live handle; `props` NULL or a readable struct.
+ */
+cuframes_status cuframes_publisher_set_frame_props(struct cuframes_publisher *publisher,
+                                                   const struct cuframes_frame_props *props);
+
+/**
  * The number of connected subscribers; 0 for a NULL handle (and on an
  * internal error).
  *
@@ -943,6 +1023,18 @@ cuframes_status cuframes_frame_is_intact(const struct cuframes_frame *frame);
  * `frame` is NULL or a live frame.
  */
 cuframes_status cuframes_frame_is_copy(const struct cuframes_frame *frame);
+
+/**
+ * The frame's properties (colour description, aspect ratio, field order,
+ * key frame, duration): 1 and `props_out` written when the publisher gave
+ * them, 0 when it gave none (`props_out` untouched), negative on error.
+ *
+ * # Safety
+ *
+ * `frame` is NULL or a live frame; `props_out` NULL or writable.
+ */
+cuframes_status cuframes_frame_get_props(const struct cuframes_frame *frame,
+                                         struct cuframes_frame_props *props_out);
 
 /**
  * Releases (ACKs) the frame and frees the handle, from any thread, also

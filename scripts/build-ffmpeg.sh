@@ -231,7 +231,7 @@ CONFIGURE=(
     --enable-parser=h264,hevc
     --enable-bsf=h264_mp4toannexb,hevc_mp4toannexb,extract_extradata
     --enable-protocol=file,pipe
-    --enable-filter=testsrc,testsrc2,format,scale,null,nullsink,copy,setpts,trim,fps,split,select,thumbnail,reverse,tmix,realtime,showinfo,hwupload_cuda,hwdownload,scale_cuda,yadif_cuda,bwdif_cuda,thumbnail_cuda,cuframes
+    --enable-filter=testsrc,testsrc2,format,scale,null,nullsink,copy,setpts,trim,fps,split,select,thumbnail,reverse,tmix,realtime,showinfo,setparams,setsar,setfield,hwupload_cuda,hwdownload,scale_cuda,yadif_cuda,bwdif_cuda,thumbnail_cuda,cuframes
 )
 say "configuring…"
 cd "$TREE"

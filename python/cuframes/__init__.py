@@ -47,6 +47,7 @@ from ._formats import FORMATS
 from ._frame import Frame, Plane
 from ._subscriber import StreamInfo, Subscriber, SubscriberStats
 from ._publisher import Publisher, Slot
+from ._props import FrameProps
 
 __version__ = "0.1.0"
 
@@ -74,6 +75,7 @@ __all__ = [
     "FORMATS",
     "FormatError",
     "Frame",
+    "FrameProps",
     "IOError_",
     "InternalError",
     "InvalidArgumentError",

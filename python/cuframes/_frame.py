@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 from . import _cuda, _dlpack
 from ._errors import ClosedError
 from ._formats import FORMAT_NAMES, MEMORY_NAMES, PlaneGeometry
+from ._props import FrameProps, frame_props
 
 MEMORY_HOST = 1
 MEMORY_CUDA = 2
@@ -138,6 +139,12 @@ class Lease(_Owner):
             if not self._alive:
                 raise ClosedError(-1, "%s is released" % self.describe(), "invalid argument")
             return self._lib.cuframes_frame_is_copy(self.handle) == 1
+
+    def props(self) -> Any:
+        with self._lock:
+            if not self._alive:
+                raise ClosedError(-1, "%s is released" % self.describe(), "invalid argument")
+            return frame_props(self._lib, self.handle)
 
     def _finish(self) -> None:
         handle, self.handle = self.handle, 0
@@ -394,6 +401,10 @@ class Frame:
         #: Frames published since the previous frame (or since subscribing)
         #: that this subscriber never received: lapped, skipped or torn.
         self.lost_before: int = info.lost_before
+        #: What the publisher said about the frame besides its pixels
+        #: (``cuframes.FrameProps``: colour description, aspect ratio, field
+        #: order, key frame, duration), or None when it said nothing.
+        self.props: Optional[FrameProps] = lease.props()
         self.format: str = FORMAT_NAMES.get(info.format, str(info.format))
         self.width: int = info.width
         self.height: int = info.height

@@ -103,6 +103,22 @@ class SubscriberStats(ctypes.Structure):
     ]
 
 
+class FrameProps(ctypes.Structure):
+    _fields_ = [
+        ("color_range", ctypes.c_uint8),
+        ("color_primaries", ctypes.c_uint8),
+        ("color_trc", ctypes.c_uint8),
+        ("colorspace", ctypes.c_uint8),
+        ("chroma_location", ctypes.c_uint8),
+        ("pict_type", ctypes.c_uint8),
+        ("flags", ctypes.c_uint8),
+        ("reserved", ctypes.c_uint8),
+        ("sar_num", ctypes.c_uint32),
+        ("sar_den", ctypes.c_uint32),
+        ("duration_ns", ctypes.c_int64),
+    ]
+
+
 class FrameInfo(ctypes.Structure):
     _fields_ = [
         ("seq", ctypes.c_uint64),
@@ -162,6 +178,8 @@ _PROTOTYPES = {
     "cuframes_frame_get_info": (c_status, [handle, _P(FrameInfo)]),
     "cuframes_frame_is_intact": (c_status, [handle]),
     "cuframes_frame_is_copy": (c_status, [handle]),
+    "cuframes_frame_get_props": (c_status, [handle, _P(FrameProps)]),
+    "cuframes_publisher_set_frame_props": (c_status, [handle, _P(FrameProps)]),
     "cuframes_frame_release": (c_status, [handle]),
 }
 
@@ -276,6 +294,7 @@ def _check_layout() -> None:
         Slot: 80,
         SubscriberStats: 56,
         FrameInfo: 168,
+        FrameProps: 24,
     }
     for struct, size in expected.items():
         if ctypes.sizeof(struct) != size:  # pragma: no cover - a binding bug

@@ -8,7 +8,8 @@ import time
 from fractions import Fraction
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from . import _cuda, _lib
+from . import _cuda, _lib, _props
+from ._props import FrameProps
 from ._arrays import CUDA, Source, plane_pitch, source_of, split_frame
 from ._errors import ClosedError, invalid
 from ._formats import format_code, geometry, memory_code, policy_code
@@ -281,6 +282,14 @@ class Publisher:
             src.close()
             raise
         return [src], planes
+
+    def set_frame_props(self, props: Optional[FrameProps]) -> None:
+        """The properties (``cuframes.FrameProps``: colour description, aspect
+        ratio, field order, key frame, duration) every frame published from
+        now on carries; None: none."""
+        raw = None if props is None else ctypes.byref(_props.to_c(props))
+        with self._lock:
+            _lib.check(_lib.lib.cuframes_publisher_set_frame_props(self._live(), raw))
 
     def publish(self, frame: Union[Any, Sequence[Any]], pts_ns: Optional[int] = None) -> int:
         """Copies a frame into the next slot and wakes the subscribers; returns its seq.

@@ -577,3 +577,26 @@ def test_copy_and_read_ahead_arguments(key):
         cuframes.Subscriber(key, copy="sometimes")
     with pytest.raises(cuframes.InvalidArgumentError, match="read_ahead"):
         cuframes.Subscriber(key, read_ahead=-1)
+
+
+# --- frame properties ----------------------------------------------------------
+
+
+def test_frame_props_cross_with_each_frame(key):
+    hdr10 = cuframes.FrameProps(color_range=1, color_primaries=9, color_trc=16, colorspace=9, chroma_location=3,
+                                key_frame=True, sample_aspect_ratio=(1, 1), duration_ns=40_000_000)
+    with host_publisher(key, ring=4) as pub, cuframes.Subscriber(key, timeout=5) as sub:
+        publish_one(pub, 0)
+        pub.set_frame_props(hdr10)
+        publish_one(pub, 1)
+        pub.set_frame_props(None)
+        publish_one(pub, 2)
+        got = []
+        for _ in range(3):
+            with sub.next() as f:
+                got.append(f.props)
+        assert got == [None, hdr10, None]
+        with pytest.raises(cuframes.InvalidArgumentError):
+            pub.set_frame_props(hdr10._replace(color_trc=300))
+        with pytest.raises(cuframes.InvalidArgumentError):
+            pub.set_frame_props({"color_trc": 16})

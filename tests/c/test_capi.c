@@ -763,6 +763,62 @@ static int test_null_handles(void) {
     return 0;
 }
 
+/* Frame properties cross with each frame; NULL sets none; bad flags are refused. */
+static int test_frame_props(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *frame = NULL;
+    cuframes_frame_props hdr10, got, bad;
+    source_frame source;
+    memset(&hdr10, 0, sizeof hdr10);
+    hdr10.color_range = 1;
+    hdr10.color_primaries = 9;
+    hdr10.color_trc = 16;
+    hdr10.colorspace = 9;
+    hdr10.chroma_location = 3;
+    hdr10.flags = CUFRAMES_PROPS_KEY_FRAME;
+    hdr10.sar_num = 1;
+    hdr10.sar_den = 1;
+    hdr10.duration_ns = 40000000;
+    unique_key(key, sizeof key, "props");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
+
+    CHECK_OK(cuframes_publisher_set_frame_props(publisher, &hdr10));
+    if (publish(publisher, &source, 1, 100) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    memset(&got, 0xff, sizeof got);
+    CHECK(cuframes_frame_get_props(frame, &got) == 1);
+    CHECK(memcmp(&got, &hdr10, sizeof got) == 0);
+    CHECK_STATUS(cuframes_frame_get_props(frame, NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cuframes_frame_release(frame));
+
+    CHECK_OK(cuframes_publisher_set_frame_props(publisher, NULL));
+    if (publish(publisher, &source, 2, 200) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    memset(&got, 0xab, sizeof got);
+    CHECK(cuframes_frame_get_props(frame, &got) == 0);
+    CHECK(got.color_range == 0xab); /* untouched */
+    CHECK_OK(cuframes_frame_release(frame));
+
+    bad = hdr10;
+    bad.flags = 0x80;
+    CHECK_STATUS(cuframes_publisher_set_frame_props(publisher, &bad), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "unknown bits") != NULL);
+    CHECK_STATUS(cuframes_publisher_set_frame_props(NULL, &hdr10), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_frame_get_props(NULL, &got), CUFRAMES_ERR_INVALID_ARGUMENT);
+    source_free(&source);
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"version_protocol_strerror", test_version_protocol_strerror},
@@ -776,6 +832,7 @@ int main(int argc, char **argv) {
         {"next_timeout_on_empty_ring", test_next_timeout_on_empty_ring},
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
         {"auto_copy_holds_more_than_the_ring", test_auto_copy_holds_more_than_the_ring},
+        {"frame_props", test_frame_props},
         {"frame_outlives_subscriber", test_frame_outlives_subscriber},
         {"flush_waits_for_held_frames", test_flush_waits_for_held_frames},
         {"wait_delivered_needs_take_not_release", test_wait_delivered_needs_take_not_release},

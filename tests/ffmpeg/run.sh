@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 # ---------------------------------------------------------------- a. help
 test_help() {
     local ok=1 what opt out
-    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout startup_timeout memory auto host cuda wait_subscribers wait_timeout runtime_dir group" \
+    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout startup_timeout memory auto host cuda cuda_share fd ipc wait_subscribers wait_timeout runtime_dir group" \
                 "demuxer=cuframes:name timeout reconnect reconnect_timeout reconnect_max copy always never read_ahead mode sequential latest runtime_dir" \
                 "filter=cuframes:key name timeout copy always never read_ahead mode sequential latest runtime_dir"; do
         if ! out=$(ff 20 -h "${what%%:*}" 2>&1); then
@@ -492,6 +492,52 @@ test_loss_is_reported() {
     [ $ok = 1 ] && echo "     $(grep "Lost" "$d/sub.err" | head -n 1 | sed 's/^\[[^]]*\] //' | cut -c1-150)…"
 }
 
+# ---------------------------------------------------------------- frame properties
+# props NAME VF: what an encoder reads from a frame besides its pixels (colour
+# description, sample aspect ratio, field order, duration) arrives at the subscriber
+# as a direct read of the same source gives it: showinfo's lines compared field by
+# field, and the stream an encoder (libx264) writes from the subscriber is tagged
+# as one written from the source (ffprobe).
+props() {
+    local name=$1 vf=$2 n=10 t=$SECONDS ok=1
+    local d="$WORK/props-$name"
+    mkdir -p "$d"
+    local src=(-f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v $n -vf "$vf" -pix_fmt yuv420p)
+    ff 60 "${src[@]}" -vf "$vf,format=yuv420p,showinfo" -f null - 2>"$d/ref.err" || ok=0
+    ff 60 "${src[@]}" -c:v libx264 -preset ultrafast -y "$d/ref.mp4" 2>"$d/ref-enc.err" || ok=0
+    newkey
+    bg 60 /dev/null "$d/pub.err" "${src[@]}" -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
+    local pub=$BGPID
+    bg 60 /dev/null "$d/enc.err" -f cuframes -i "$KEY" -c:v libx264 -preset ultrafast -y "$d/sub.mp4"
+    local enc=$BGPID
+    ff 60 -f cuframes -i "$KEY" -vf showinfo -f null - 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
+    waitrc $enc || { echo "  encoding subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    # Per frame: colour line, and of the frame line the fields an encoder reads.
+    local fields='s/.* n: *\([0-9]*\) .*duration_time:\([^ ]*\) .*fmt:\([^ ]*\) cl:\([^ ]*\) sar:\([^ ]*\) s:\([^ ]*\) i:\([^ ]*\) .*/n=\1 dur=\2 fmt=\3 cl=\4 sar=\5 s=\6 i=\7/p'
+    for side in ref sub; do
+        { sed -n "$fields" "$d/$side.err"; grep -o 'color_range:.*' "$d/$side.err"; } >"$d/$side.props"
+    done
+    if [ "$(wc -l <"$d/ref.props")" -lt $n ] || ! diff -u "$d/ref.props" "$d/sub.props" >"$d/props.diff"; then
+        echo "  frame properties differ (direct read vs subscriber):"
+        head -n 12 "$d/props.diff" | sed 's/^/    /'
+        ok=0
+    fi
+    local probe="${FFMPEG%ffmpeg}ffprobe" keys=color_range,color_space,color_primaries,color_transfer,sample_aspect_ratio,field_order
+    if [ -x "$probe" ]; then
+        "$probe" -v error -select_streams v:0 -show_entries "stream=$keys" -of compact "$d/ref.mp4" >"$d/ref.tags" 2>&1
+        "$probe" -v error -select_streams v:0 -show_entries "stream=$keys" -of compact "$d/sub.mp4" >"$d/sub.tags" 2>&1
+        if ! diff -q "$d/ref.tags" "$d/sub.tags" >/dev/null; then
+            echo "  the encoded stream is tagged differently: $(cat "$d/ref.tags") vs $(cat "$d/sub.tags")"
+            ok=0
+        fi
+    else
+        echo "  (no ffprobe beside $FFMPEG: encoded tags not compared)"
+    fi
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "props: $name" $ok "($(head -c 120 "$d/sub.tags" 2>/dev/null), $((SECONDS - t)) s)"
+}
+
 # ---------------------------------------------------------------- run
 selected help && test_help
 selected e2e && {
@@ -520,5 +566,11 @@ selected held && {
 selected many && test_many_at_once
 selected dropstart && test_drop_oldest_start
 selected loss && test_loss_is_reported
+selected props && {
+    props sdr-bt709-limited "setparams=range=tv:color_primaries=bt709:color_trc=bt709:colorspace=bt709"
+    props bt601-full "setparams=range=pc:color_primaries=smpte170m:color_trc=smpte170m:colorspace=smpte170m,setsar=sar=16/15"
+    props hdr10-pq "setparams=range=tv:color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc"
+    props interlaced-tff "setparams=field_mode=tff:range=tv:colorspace=bt470bg,setsar=sar=12/11"
+}
 
 summary

@@ -7,7 +7,9 @@ use cuframes::{ErrorKind, FrameLease, PlanePtr};
 
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, try_ref, write_out};
-use crate::types::{CUFRAMES_MAX_PLANES, cuframes_format, cuframes_memory, format_to_c, memory_to_c};
+use crate::types::{
+    CUFRAMES_MAX_PLANES, cuframes_format, cuframes_frame_props, cuframes_memory, format_to_c, memory_to_c,
+};
 
 /// A leased frame (opaque), from `cuframes_subscriber_next`; give it back
 /// with `cuframes_frame_release`.
@@ -156,6 +158,33 @@ pub unsafe extern "C" fn cuframes_frame_is_copy(frame: *const cuframes_frame) ->
         // SAFETY: NULL or a live frame, by the caller's contract.
         let frame = try_c!(unsafe { try_ref(frame, "frame") });
         frame.lease.is_copy().into()
+    })
+}
+
+/// The frame's properties (colour description, aspect ratio, field order,
+/// key frame, duration): 1 and `props_out` written when the publisher gave
+/// them, 0 when it gave none (`props_out` untouched), negative on error.
+///
+/// # Safety
+///
+/// `frame` is NULL or a live frame; `props_out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_frame_get_props(
+    frame: *const cuframes_frame,
+    props_out: *mut cuframes_frame_props,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_frame_get_props", {
+        // SAFETY: NULL or a live frame, by the caller's contract.
+        let frame = try_c!(unsafe { try_ref(frame, "frame") });
+        try_c!(check_out(props_out, "props_out"));
+        match frame.lease.props() {
+            Some(props) => {
+                // SAFETY: checked above; writable by the caller's contract.
+                unsafe { write_out(props_out, cuframes_frame_props::from_props(props)) };
+                1
+            }
+            None => 0,
+        }
     })
 }
 

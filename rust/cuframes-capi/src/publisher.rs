@@ -9,8 +9,8 @@ use crate::config::cuframes_publisher_config;
 use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
 use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
 use crate::types::{
-    CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_memory,
-    cuframes_slot, cuframes_stream_info, memory_to_c,
+    CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_frame_props,
+    cuframes_memory, cuframes_slot, cuframes_stream_info, memory_to_c,
 };
 
 /// A publisher (opaque). Made by `cuframes_publisher_create`, freed by
@@ -397,6 +397,32 @@ pub unsafe extern "C" fn cuframes_publisher_wait_delivered(
                 .inner
                 .wait_delivered(Duration::from_millis(timeout_ms.into()))
         );
+        CUFRAMES_OK
+    })
+}
+
+/// Sets the properties every frame published from now on carries (colour
+/// description, aspect ratio, field order, key frame, duration; docs/c-api.md,
+/// "Frame properties"); NULL: none. `INVALID_ARGUMENT` for unknown flag bits.
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle; `props` NULL or a readable struct.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_set_frame_props(
+    publisher: *mut cuframes_publisher,
+    props: *const cuframes_frame_props,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_set_frame_props", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
+        let props = if props.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL and readable, by the caller's contract.
+            Some(try_c!(unsafe { *props }.to_props()))
+        };
+        publisher.inner.set_frame_props(props);
         CUFRAMES_OK
     })
 }

@@ -76,6 +76,95 @@ pub const CUFRAMES_CUDA_SHARE_FD: cuframes_cuda_share = 1;
 /// must share the publisher's PID namespace.
 pub const CUFRAMES_CUDA_SHARE_IPC: cuframes_cuda_share = 2;
 
+/// `cuframes_frame_props.flags`: a key frame.
+pub const CUFRAMES_PROPS_KEY_FRAME: u8 = 1;
+/// `cuframes_frame_props.flags`: interlaced content.
+pub const CUFRAMES_PROPS_INTERLACED: u8 = 2;
+/// `cuframes_frame_props.flags`: interlaced, top field first.
+pub const CUFRAMES_PROPS_TOP_FIELD_FIRST: u8 = 4;
+
+/// What a frame carries besides its pixels (docs/c-api.md, "Frame
+/// properties"): FFmpeg's numbering throughout (H.273 code points for
+/// primaries, transfer and matrix; `AVColorRange`, `AVChromaLocation`,
+/// `AVPictureType`), passed through uninterpreted.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct cuframes_frame_props {
+    /// 0 unspecified, 1 limited, 2 full.
+    pub color_range: u8,
+    /// H.273 colour primaries (2 unspecified).
+    pub color_primaries: u8,
+    /// H.273 transfer characteristics (2 unspecified).
+    pub color_trc: u8,
+    /// H.273 matrix coefficients (2 unspecified).
+    pub colorspace: u8,
+    /// `AVChromaLocation` (0 unspecified).
+    pub chroma_location: u8,
+    /// `AVPictureType` (0 none).
+    pub pict_type: u8,
+    /// `CUFRAMES_PROPS_*` bits.
+    pub flags: u8,
+    /// Zero.
+    pub reserved: u8,
+    /// Sample aspect ratio; 0/0 or 0/1 unknown.
+    pub sar_num: u32,
+    /// Sample aspect ratio denominator.
+    pub sar_den: u32,
+    /// Display duration in ns; 0 unknown.
+    pub duration_ns: i64,
+}
+
+impl cuframes_frame_props {
+    pub(crate) fn from_props(p: cuframes::FrameProps) -> cuframes_frame_props {
+        cuframes_frame_props {
+            color_range: p.color_range,
+            color_primaries: p.color_primaries,
+            color_trc: p.color_trc,
+            colorspace: p.colorspace,
+            chroma_location: p.chroma_location,
+            pict_type: p.pict_type,
+            flags: if p.key_frame { CUFRAMES_PROPS_KEY_FRAME } else { 0 }
+                | if p.interlaced {
+                    CUFRAMES_PROPS_INTERLACED
+                } else {
+                    0
+                }
+                | if p.top_field_first {
+                    CUFRAMES_PROPS_TOP_FIELD_FIRST
+                } else {
+                    0
+                },
+            reserved: 0,
+            sar_num: p.sample_aspect_ratio.0,
+            sar_den: p.sample_aspect_ratio.1,
+            duration_ns: p.duration_ns,
+        }
+    }
+
+    pub(crate) fn to_props(self) -> Result<cuframes::FrameProps> {
+        let known = CUFRAMES_PROPS_KEY_FRAME | CUFRAMES_PROPS_INTERLACED | CUFRAMES_PROPS_TOP_FIELD_FIRST;
+        if self.flags & !known != 0 || self.reserved != 0 {
+            return Err(invalid(format!(
+                "props.flags 0x{:02x} has unknown bits, or props.reserved is not 0",
+                self.flags
+            )));
+        }
+        Ok(cuframes::FrameProps {
+            color_range: self.color_range,
+            color_primaries: self.color_primaries,
+            color_trc: self.color_trc,
+            colorspace: self.colorspace,
+            chroma_location: self.chroma_location,
+            pict_type: self.pict_type,
+            key_frame: self.flags & CUFRAMES_PROPS_KEY_FRAME != 0,
+            interlaced: self.flags & CUFRAMES_PROPS_INTERLACED != 0,
+            top_field_first: self.flags & CUFRAMES_PROPS_TOP_FIELD_FIRST != 0,
+            sample_aspect_ratio: (self.sar_num, self.sar_den),
+            duration_ns: self.duration_ns,
+        })
+    }
+}
+
 /// Most planes a frame has (the size of the per-plane arrays).
 pub const CUFRAMES_MAX_PLANES: usize = 4;
 

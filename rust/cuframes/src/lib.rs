@@ -28,6 +28,7 @@ pub mod inspect;
 mod lock;
 pub mod memory;
 pub mod pattern;
+mod props;
 mod publisher;
 pub mod resources;
 pub mod shm;
@@ -41,6 +42,7 @@ pub use memory::{
     CudaBinding, CudaShare, CudaShareRequest, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr,
     cuda_available, cuda_unavailable_reason,
 };
+pub use props::FrameProps;
 pub use publisher::{
     DEFAULT_STARTUP_TIMEOUT_MS, PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats,
     SubscriberInfo,

@@ -21,6 +21,7 @@ use crate::memory::{
     CudaBinding, CudaShareRequest, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, SlotPool,
     create_pool,
 };
+use crate::props::FrameProps;
 use crate::resources::{KeyClaim, KeyPaths};
 use crate::shm::header::ShmHeader;
 use crate::shm::ring::{SlotState, choose_slot};
@@ -215,6 +216,8 @@ pub struct Publisher {
     next_seq: u64,
     /// A slot handed out by `acquire_slot`, not yet committed.
     acquired: Option<usize>,
+    /// Properties given to every frame from now on (decision 29).
+    props: Option<FrameProps>,
     stats: PublisherStats,
     claim: KeyClaim,
 }
@@ -326,6 +329,7 @@ impl Publisher {
             control_stats,
             next_seq: 1,
             acquired: None,
+            props: None,
             stats: PublisherStats::default(),
             claim,
         })
@@ -344,6 +348,13 @@ impl Publisher {
     /// CUDA memory: how the slots are shared (decision 27); None for host memory.
     pub fn cuda_share(&self) -> Option<crate::memory::CudaShare> {
         self.pool.cuda_share()
+    }
+
+    /// The properties every frame published from now on carries (colour
+    /// description, aspect ratio, field order, key frame, duration: what a
+    /// subscriber's encoder reads); None: none (decision 29).
+    pub fn set_frame_props(&mut self, props: Option<FrameProps>) {
+        self.props = props;
     }
 
     /// Where the slots live.
@@ -667,7 +678,8 @@ impl Publisher {
         let header = &self.registry.header;
         let mut table = self.registry.lock();
         table.required[slot] = self.registry.active();
-        header.publish_slot(slot, seq, pts_ns, self.layout.size() as u64);
+        let props = self.props.map_or([0; 3], FrameProps::to_words);
+        header.publish_slot(slot, seq, pts_ns, self.layout.size() as u64, props);
         self.slot_seqs[slot] = seq;
         self.registry.set_published(seq);
         for sub in table.subs.iter().flatten() {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::memory::{LocalFrame, MemoryKind, PlanePtr, SlotMapping};
+use crate::props::FrameProps;
 use crate::shm::header::ShmHeader;
 
 /// What a subscriber and its leases share: the mapped header and slots,
@@ -72,6 +73,8 @@ pub struct FrameLease {
     lost_before: u64,
     /// A private copy (the slot was released when it was made).
     copy: Option<LocalFrame>,
+    /// Read with the slot's other fields (decision 29).
+    pub(super) props: Option<FrameProps>,
     released: bool,
 }
 
@@ -106,8 +109,16 @@ impl FrameLease {
             publish_mono_ns,
             lost_before,
             copy,
+            props: None,
             released: false,
         }
+    }
+
+    /// What the publisher said about this frame besides its pixels (colour
+    /// description, aspect ratio, field order, key frame, duration); None
+    /// when it said nothing (decision 29).
+    pub fn props(&self) -> Option<FrameProps> {
+        self.props
     }
 
     /// Frames published after the previous frame this subscriber handed out

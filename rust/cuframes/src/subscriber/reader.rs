@@ -14,6 +14,7 @@ use crate::channel::{Channel, poll_fds};
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::Completion;
+use crate::props::FrameProps;
 use crate::shm::header::HeaderInfo;
 use crate::wire::layout::{SEQ_INVALID, offsets};
 use crate::wire::message::Message;
@@ -230,6 +231,7 @@ impl Reader {
             let published = header
                 .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
                 .load(Ordering::Relaxed);
+            let props = FrameProps::from_words(header.props_words(slot));
             if header.seq_after_read(slot) != seq {
                 self.dropped += 1;
                 continue;
@@ -282,15 +284,9 @@ impl Reader {
             let lost_before = self.dropped - self.dropped_before_last;
             self.dropped_before_last = self.dropped;
             crate::testhook::abort_at("sub-holding-lease");
-            return Ok(Some(FrameLease::new(
-                ring.clone(),
-                slot,
-                lost_before,
-                seq,
-                pts,
-                published,
-                copy,
-            )));
+            let mut lease = FrameLease::new(ring.clone(), slot, lost_before, seq, pts, published, copy);
+            lease.props = props;
+            return Ok(Some(lease));
         }
         Ok(None)
     }

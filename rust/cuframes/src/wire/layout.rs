@@ -438,6 +438,8 @@ pub(crate) mod offsets {
     pub const SLOT_ACK: usize = offset_of!(SlotDescriptor, ack_bitmap);
     pub const SLOT_WRITTEN: usize = offset_of!(SlotDescriptor, written_bytes);
     pub const SLOT_PUBLISH_MONO: usize = offset_of!(SlotDescriptor, publish_mono_ns);
+    /// Extension (decision 29): three u64 words of frame properties.
+    pub const SLOT_PROPS: usize = offset_of!(SlotDescriptor, reserved_b);
 
     pub const fn subscriber(bit: usize) -> usize {
         offset_of!(SharedHeader, subscribers) + bit * size_of::<SubscriberSlot>()

@@ -1,0 +1,67 @@
+"""Frame properties: what an encoder reads from a frame besides its pixels."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple, Optional, Tuple
+
+from . import _lib
+from ._errors import invalid
+
+_KEY_FRAME, _INTERLACED, _TOP_FIELD_FIRST = 1, 2, 4
+
+
+class FrameProps(NamedTuple):
+    """Colour description, aspect ratio, field order, key frame and duration
+    of a frame, in FFmpeg's numbering (H.273 code points for primaries,
+    transfer and matrix; ``AVColorRange``: 0 unspecified, 1 limited, 2 full;
+    ``AVChromaLocation``; ``AVPictureType``), passed through uninterpreted."""
+
+    color_range: int = 0
+    color_primaries: int = 2
+    color_trc: int = 2
+    colorspace: int = 2
+    chroma_location: int = 0
+    pict_type: int = 0
+    key_frame: bool = False
+    interlaced: bool = False
+    top_field_first: bool = False
+    sample_aspect_ratio: Tuple[int, int] = (0, 1)
+    duration_ns: int = 0
+
+
+def to_c(props: FrameProps) -> _lib.FrameProps:
+    if not isinstance(props, FrameProps):
+        raise invalid("props must be a cuframes.FrameProps or None, not %r" % (props,))
+    raw = _lib.FrameProps()
+    for name in ("color_range", "color_primaries", "color_trc", "colorspace", "chroma_location", "pict_type"):
+        value = getattr(props, name)
+        if not isinstance(value, int) or not 0 <= value <= 255:
+            raise invalid("props.%s must be an int in 0..255, not %r" % (name, value))
+        setattr(raw, name, value)
+    raw.flags = ((_KEY_FRAME if props.key_frame else 0) | (_INTERLACED if props.interlaced else 0)
+                 | (_TOP_FIELD_FIRST if props.top_field_first else 0))
+    num, den = props.sample_aspect_ratio
+    for name, value in (("sample_aspect_ratio", num), ("sample_aspect_ratio", den)):
+        if not isinstance(value, int) or not 0 <= value < 2**32:
+            raise invalid("props.%s must be two ints in 0..2**32-1, not %r" % (name, props.sample_aspect_ratio))
+    raw.sar_num, raw.sar_den = num, den
+    raw.duration_ns = int(props.duration_ns)
+    return raw
+
+
+def from_c(raw: _lib.FrameProps) -> FrameProps:
+    return FrameProps(raw.color_range, raw.color_primaries, raw.color_trc, raw.colorspace, raw.chroma_location,
+                      raw.pict_type, bool(raw.flags & _KEY_FRAME), bool(raw.flags & _INTERLACED),
+                      bool(raw.flags & _TOP_FIELD_FIRST), (raw.sar_num, raw.sar_den), raw.duration_ns)
+
+
+def frame_props(lib: ctypes.CDLL, handle: int) -> Optional[FrameProps]:
+    raw = _lib.FrameProps()
+    status = lib.cuframes_frame_get_props(handle, ctypes.byref(raw))
+    if status == 1:
+        return from_c(raw)
+    if status == 0:
+        return None
+    _lib.check(status)
+    return None
