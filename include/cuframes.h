@@ -612,6 +612,36 @@ typedef struct cuframes_frame_info {
 #define CUFRAMES_FORMAT_BGRA 4
 
 /**
+ * 16-bit 4:2:0 (LE, full 16 bits), Y plane then interleaved UV plane.
+ */
+#define CUFRAMES_FORMAT_P016 5
+
+/**
+ * 8-bit 4:4:4, three full-size planes Y, U, V.
+ */
+#define CUFRAMES_FORMAT_YUV444P 6
+
+/**
+ * 16-bit 4:4:4 (LE), three full-size planes Y, U, V.
+ */
+#define CUFRAMES_FORMAT_YUV444P16 7
+
+/**
+ * 8-bit packed R, G, B, A; one plane.
+ */
+#define CUFRAMES_FORMAT_RGBA 8
+
+/**
+ * 8-bit packed B, G, R, padding; one plane.
+ */
+#define CUFRAMES_FORMAT_BGR0 9
+
+/**
+ * 8-bit packed R, G, B, padding; one plane.
+ */
+#define CUFRAMES_FORMAT_RGB0 10
+
+/**
  * CUDA when a driver and device are usable, host memory otherwise (requests only).
  */
 #define CUFRAMES_MEMORY_AUTO 0

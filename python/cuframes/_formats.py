@@ -6,7 +6,8 @@ from typing import Dict, List, NamedTuple, Tuple, Union
 
 from ._errors import invalid
 
-FORMATS: Dict[str, int] = {"nv12": 1, "yuv420p": 2, "p010": 3, "bgra": 4}
+FORMATS: Dict[str, int] = {"nv12": 1, "yuv420p": 2, "p010": 3, "bgra": 4, "p016": 5, "yuv444p": 6,
+                           "yuv444p16": 7, "rgba": 8, "bgr0": 9, "rgb0": 10}
 FORMAT_NAMES: Dict[int, str] = {v: k for k, v in FORMATS.items()}
 MEMORY: Dict[str, int] = {"auto": 0, "host": 1, "cuda": 2}
 MEMORY_NAMES: Dict[int, str] = {1: "host", 2: "cuda", 0: "auto"}
@@ -30,6 +31,12 @@ _PLANES: Dict[int, List[PlaneSpec]] = {
     2: [PlaneSpec("Y", 1, 1, 1, 1), PlaneSpec("U", 2, 2, 1, 1), PlaneSpec("V", 2, 2, 1, 1)],
     3: [PlaneSpec("Y", 1, 1, 1, 2), PlaneSpec("UV", 2, 2, 2, 2)],
     4: [PlaneSpec("BGRA", 1, 1, 4, 1)],
+    5: [PlaneSpec("Y", 1, 1, 1, 2), PlaneSpec("UV", 2, 2, 2, 2)],
+    6: [PlaneSpec("Y", 1, 1, 1, 1), PlaneSpec("U", 1, 1, 1, 1), PlaneSpec("V", 1, 1, 1, 1)],
+    7: [PlaneSpec("Y", 1, 1, 1, 2), PlaneSpec("U", 1, 1, 1, 2), PlaneSpec("V", 1, 1, 1, 2)],
+    8: [PlaneSpec("RGBA", 1, 1, 4, 1)],
+    9: [PlaneSpec("BGR0", 1, 1, 4, 1)],
+    10: [PlaneSpec("RGB0", 1, 1, 4, 1)],
 }
 
 

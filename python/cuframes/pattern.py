@@ -3,8 +3,9 @@
 
 Byte ``x`` of row ``y`` of plane ``p`` in frame ``f`` (frame index = seq - 1)::
 
-    nv12, yuv420p, bgra (8-bit):  (x + 3*y + 7*f + 61*p) mod 256
-    p010 (16-bit LE, s = x // 2): ((s + 3*y + 7*f + 61*p) mod 1024) << 6
+    8-bit formats:                  (x + 3*y + 7*f + 61*p) mod 256
+    p010 (16-bit LE, s = x // 2):   ((s + 3*y + 7*f + 61*p) mod 1024) << 6
+    p016, yuv444p16 (16-bit LE):    (s + 3*y + 7*f + 61*p) mod 65536
 
 Only the picture bytes of each row are defined, not pitch padding.
 """
@@ -29,9 +30,11 @@ def plane_rows(format: str, frame: int, plane: int, rows: int, row_bytes: int) -
     np = _numpy()
     y = np.arange(rows, dtype=np.int64)[:, None]
     base = 3 * y + 7 * frame + 61 * plane
-    if format_code(format) == 3:  # p010
+    sixteen = {3: (1024, 6), 5: (65536, 0), 7: (65536, 0)}.get(format_code(format))  # p010, p016, yuv444p16
+    if sixteen:
+        modulus, shift = sixteen
         s = np.arange(row_bytes // 2, dtype=np.int64)[None, :]
-        samples = (((s + base) % 1024) << 6).astype("<u2")
+        samples = (((s + base) % modulus) << shift).astype("<u2")
         return samples.view(np.uint8).reshape(rows, row_bytes)
     x = np.arange(row_bytes, dtype=np.int64)[None, :]
     return ((x + base) % 256).astype(np.uint8)
@@ -39,7 +42,7 @@ def plane_rows(format: str, frame: int, plane: int, rows: int, row_bytes: int) -
 
 def planes(format: str, width: int, height: int, frame: int) -> List[Any]:
     """Every plane of frame ``frame`` as arrays of the planes' shapes
-    (``Plane.shape``; uint16 for p010), ready for ``Publisher.publish``."""
+    (``Plane.shape``; uint16 for the 16-bit formats), ready for ``Publisher.publish``."""
     np = _numpy()
     out = []
     for p, geo in enumerate(geometry(format_code(format), width, height)):

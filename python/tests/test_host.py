@@ -14,7 +14,7 @@ import pytest
 import cuframes
 from cuframes import _dlpack, pattern
 
-FORMATS = ["nv12", "yuv420p", "p010", "bgra"]
+FORMATS = ["nv12", "yuv420p", "p010", "bgra", "p016", "yuv444p", "yuv444p16", "rgba", "bgr0", "rgb0"]
 
 
 def inspect(cli, key):

@@ -136,8 +136,22 @@ static inline uint32_t geometry(cuframes_format format, uint32_t width, uint32_t
         planes[1].row_bytes = 4 * cw, planes[1].rows = ch;
         return 2;
     case CUFRAMES_FORMAT_BGRA:
+    case CUFRAMES_FORMAT_RGBA:
+    case CUFRAMES_FORMAT_BGR0:
+    case CUFRAMES_FORMAT_RGB0:
         planes[0].row_bytes = 4 * (size_t)width, planes[0].rows = height;
         return 1;
+    case CUFRAMES_FORMAT_P016:
+        planes[0].row_bytes = 2 * (size_t)width, planes[0].rows = height;
+        planes[1].row_bytes = 4 * cw, planes[1].rows = ch;
+        return 2;
+    case CUFRAMES_FORMAT_YUV444P:
+    case CUFRAMES_FORMAT_YUV444P16: {
+        size_t bytes = format == CUFRAMES_FORMAT_YUV444P ? 1 : 2;
+        for (int p = 0; p < 3; p++)
+            planes[p].row_bytes = bytes * width, planes[p].rows = height;
+        return 3;
+    }
     default:
         return 0;
     }

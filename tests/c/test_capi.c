@@ -273,6 +273,12 @@ static int test_round_trip_nv12(void) { return round_trip(CUFRAMES_FORMAT_NV12);
 static int test_round_trip_yuv420p(void) { return round_trip(CUFRAMES_FORMAT_YUV420P); }
 static int test_round_trip_p010(void) { return round_trip(CUFRAMES_FORMAT_P010); }
 static int test_round_trip_bgra(void) { return round_trip(CUFRAMES_FORMAT_BGRA); }
+static int test_round_trip_p016(void) { return round_trip(CUFRAMES_FORMAT_P016); }
+static int test_round_trip_yuv444p(void) { return round_trip(CUFRAMES_FORMAT_YUV444P); }
+static int test_round_trip_yuv444p16(void) { return round_trip(CUFRAMES_FORMAT_YUV444P16); }
+static int test_round_trip_packed_rgb(void) {
+    return round_trip(CUFRAMES_FORMAT_RGBA) || round_trip(CUFRAMES_FORMAT_BGR0) || round_trip(CUFRAMES_FORMAT_RGB0);
+}
 
 /* ---- waiting, overwrites, lifetimes ------------------------------------- */
 
@@ -829,6 +835,10 @@ int main(int argc, char **argv) {
         {"round_trip_yuv420p", test_round_trip_yuv420p},
         {"round_trip_p010", test_round_trip_p010},
         {"round_trip_bgra", test_round_trip_bgra},
+        {"round_trip_p016", test_round_trip_p016},
+        {"round_trip_yuv444p", test_round_trip_yuv444p},
+        {"round_trip_yuv444p16", test_round_trip_yuv444p16},
+        {"round_trip_packed_rgb", test_round_trip_packed_rgb},
         {"next_timeout_on_empty_ring", test_next_timeout_on_empty_ring},
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
         {"auto_copy_holds_more_than_the_ring", test_auto_copy_holds_more_than_the_ring},

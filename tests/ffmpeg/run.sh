@@ -547,6 +547,12 @@ selected e2e && {
     e2e yuv420p 642x362
     e2e p010le 642x362
     e2e bgra 320x240
+    e2e p016le 642x362
+    e2e yuv444p 642x362
+    e2e yuv444p16le 642x362
+    e2e rgba 320x240
+    e2e bgr0 320x240
+    e2e rgb0 320x240
 }
 selected filter && test_filter
 selected two && test_two_subscribers

@@ -22,6 +22,18 @@ pub const CUFRAMES_FORMAT_YUV420P: cuframes_format = 2;
 pub const CUFRAMES_FORMAT_P010: cuframes_format = 3;
 /// 8-bit packed B, G, R, A; one plane.
 pub const CUFRAMES_FORMAT_BGRA: cuframes_format = 4;
+/// 16-bit 4:2:0 (LE, full 16 bits), Y plane then interleaved UV plane.
+pub const CUFRAMES_FORMAT_P016: cuframes_format = 5;
+/// 8-bit 4:4:4, three full-size planes Y, U, V.
+pub const CUFRAMES_FORMAT_YUV444P: cuframes_format = 6;
+/// 16-bit 4:4:4 (LE), three full-size planes Y, U, V.
+pub const CUFRAMES_FORMAT_YUV444P16: cuframes_format = 7;
+/// 8-bit packed R, G, B, A; one plane.
+pub const CUFRAMES_FORMAT_RGBA: cuframes_format = 8;
+/// 8-bit packed B, G, R, padding; one plane.
+pub const CUFRAMES_FORMAT_BGR0: cuframes_format = 9;
+/// 8-bit packed R, G, B, padding; one plane.
+pub const CUFRAMES_FORMAT_RGB0: cuframes_format = 10;
 
 /// Where frames live, or which memory a publisher asks for (`CUFRAMES_MEMORY_*`).
 pub type cuframes_memory = u32;
@@ -203,12 +215,12 @@ pub struct cuframes_stream_info {
 pub(crate) fn format_from_c(value: cuframes_format, what: &str) -> Result<PixelFormat> {
     if value == 0 {
         return Err(invalid(format!(
-            "{what} is not set (CUFRAMES_FORMAT_NV12, _YUV420P, _P010 or _BGRA)"
+            "{what} is not set (a CUFRAMES_FORMAT_*: NV12, YUV420P, P010, BGRA, P016, YUV444P, YUV444P16, RGBA, BGR0, RGB0)"
         )));
     }
     PixelFormat::from_wire(value).ok_or_else(|| {
         invalid(format!(
-            "{what} {value} is not a cuframes_format (1 NV12, 2 YUV420P, 3 P010, 4 BGRA)"
+            "{what} {value} is not a cuframes_format (1 NV12, 2 YUV420P, 3 P010, 4 BGRA, 5 P016, 6 YUV444P, 7 YUV444P16, 8 RGBA, 9 BGR0, 10 RGB0)"
         ))
     })
 }
@@ -337,7 +349,13 @@ mod tests {
         assert_eq!(format_to_c(PixelFormat::P010), CUFRAMES_FORMAT_P010);
         assert_eq!(format_to_c(PixelFormat::Bgra), CUFRAMES_FORMAT_BGRA);
         assert!(format_from_c(0, "f").is_err());
-        assert!(format_from_c(5, "f").is_err());
+        assert_eq!(format_to_c(PixelFormat::P016), CUFRAMES_FORMAT_P016);
+        assert_eq!(format_to_c(PixelFormat::Yuv444p), CUFRAMES_FORMAT_YUV444P);
+        assert_eq!(format_to_c(PixelFormat::Yuv444p16), CUFRAMES_FORMAT_YUV444P16);
+        assert_eq!(format_to_c(PixelFormat::Rgba), CUFRAMES_FORMAT_RGBA);
+        assert_eq!(format_to_c(PixelFormat::Bgr0), CUFRAMES_FORMAT_BGR0);
+        assert_eq!(format_to_c(PixelFormat::Rgb0), CUFRAMES_FORMAT_RGB0);
+        assert!(format_from_c(11, "f").is_err());
         assert!(memory_request_from_c(3, "m").is_err());
         assert!(policy_from_c(2, "p").is_err());
         assert!(mode_from_c(2, "m").is_err());

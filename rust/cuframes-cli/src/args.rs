@@ -38,7 +38,7 @@ pub struct PublishArgs {
     /// Frame memory: auto (CUDA when usable, else host), host or cuda.
     #[arg(long, default_value = "auto")]
     pub memory: String,
-    /// Pixel format: nv12, yuv420p, p010 or bgra.
+    /// Pixel format: nv12, yuv420p, p010, bgra, p016, yuv444p, yuv444p16, rgba, bgr0 or rgb0.
     #[arg(long, default_value = "nv12")]
     pub format: String,
     /// Frame size WxH.
@@ -165,7 +165,7 @@ pub struct BenchArgs {
     /// Frame memory: host, cuda, or auto (CUDA when usable, else host).
     #[arg(long, default_value = "host")]
     pub memory: String,
-    /// Pixel format: nv12, yuv420p, p010 or bgra.
+    /// Pixel format: nv12, yuv420p, p010, bgra, p016, yuv444p, yuv444p16, rgba, bgr0 or rgb0.
     #[arg(long, default_value = "nv12")]
     pub format: String,
     /// Frame size WxH.

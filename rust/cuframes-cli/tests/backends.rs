@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use cuframes::PixelFormat;
 
 /// Where the frames live, and how the publisher shares them.
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +62,7 @@ impl Backend {
 /// Every format at an odd size, two verifying subscribers, strict-wait.
 fn every_format_reaches_two_subscribers(backend: Backend) {
     let env = TestEnv::new();
-    for format in ["nv12", "yuv420p", "p010", "bgra"] {
+    for format in PixelFormat::ALL.map(PixelFormat::name) {
         let key = env.key(&format!("be-{format}"));
         let publisher = backend.start(
             &env,

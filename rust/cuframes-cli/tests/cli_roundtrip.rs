@@ -3,6 +3,7 @@
 mod common;
 
 use common::{EXIT_LIMIT, TestEnv, assert_all_verified, uint};
+use cuframes::PixelFormat;
 
 /// One strict-wait subscriber receives and verifies every frame, in order.
 #[test]
@@ -54,7 +55,7 @@ fn three_subscribers_get_every_frame() {
 #[test]
 fn every_format_at_an_odd_size() {
     let env = TestEnv::new();
-    for format in ["nv12", "yuv420p", "p010", "bgra"] {
+    for format in PixelFormat::ALL.map(PixelFormat::name) {
         let key = env.key(&format!("rt-fmt-{format}"));
         let publisher = env.start_publisher(
             &key,

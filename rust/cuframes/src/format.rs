@@ -23,6 +23,20 @@ pub enum PixelFormat {
     P010 = 3,
     /// 8-bit packed B, G, R, A.
     Bgra = 4,
+    /// 16-bit 4:2:0 (LE samples, full 16 bits), Y plane then interleaved UV
+    /// plane (NVDEC's 12-bit output).
+    P016 = 5,
+    /// 8-bit 4:4:4, three full-size planes Y, U, V (NVDEC's 4:4:4 output).
+    Yuv444p = 6,
+    /// 16-bit 4:4:4 (LE samples), three full-size planes (NVDEC's 10/12-bit
+    /// 4:4:4 output).
+    Yuv444p16 = 7,
+    /// 8-bit packed R, G, B, A (FFmpeg's CUDA frames `bgr32`).
+    Rgba = 8,
+    /// 8-bit packed B, G, R, padding (FFmpeg's CUDA frames `0rgb32`).
+    Bgr0 = 9,
+    /// 8-bit packed R, G, B, padding (FFmpeg's CUDA frames `0bgr32`).
+    Rgb0 = 10,
 }
 
 /// How one plane relates to the frame's width and height.
@@ -61,6 +75,16 @@ const UV16: PlaneShape = PlaneShape {
     y_sub: 2,
     bytes_per_column: 4,
 };
+const FULL8: PlaneShape = PlaneShape {
+    x_sub: 1,
+    y_sub: 1,
+    bytes_per_column: 1,
+};
+const FULL16: PlaneShape = PlaneShape {
+    x_sub: 1,
+    y_sub: 1,
+    bytes_per_column: 2,
+};
 const PACKED32: PlaneShape = PlaneShape {
     x_sub: 1,
     y_sub: 1,
@@ -69,11 +93,17 @@ const PACKED32: PlaneShape = PlaneShape {
 
 impl PixelFormat {
     /// Every supported format.
-    pub const ALL: [PixelFormat; 4] = [
+    pub const ALL: [PixelFormat; 10] = [
         PixelFormat::Nv12,
         PixelFormat::Yuv420p,
         PixelFormat::P010,
         PixelFormat::Bgra,
+        PixelFormat::P016,
+        PixelFormat::Yuv444p,
+        PixelFormat::Yuv444p16,
+        PixelFormat::Rgba,
+        PixelFormat::Bgr0,
+        PixelFormat::Rgb0,
     ];
 
     /// The format for a wire number.
@@ -93,7 +123,18 @@ impl PixelFormat {
             PixelFormat::Yuv420p => "yuv420p",
             PixelFormat::P010 => "p010",
             PixelFormat::Bgra => "bgra",
+            PixelFormat::P016 => "p016",
+            PixelFormat::Yuv444p => "yuv444p",
+            PixelFormat::Yuv444p16 => "yuv444p16",
+            PixelFormat::Rgba => "rgba",
+            PixelFormat::Bgr0 => "bgr0",
+            PixelFormat::Rgb0 => "rgb0",
         }
+    }
+
+    /// Every name, comma-separated (for messages).
+    pub fn names() -> String {
+        Self::ALL.map(PixelFormat::name).join(", ")
     }
 
     /// Parses a name as printed by [`PixelFormat::name`] (case-insensitive).
@@ -104,7 +145,7 @@ impl PixelFormat {
             .ok_or_else(|| {
                 Error::new(
                     ErrorKind::Format,
-                    format!("unknown pixel format '{name}' (known: nv12, yuv420p, p010, bgra)"),
+                    format!("unknown pixel format '{name}' (known: {})", Self::names()),
                 )
             })
     }
@@ -113,8 +154,9 @@ impl PixelFormat {
     pub fn bits_per_pixel(self) -> u32 {
         match self {
             PixelFormat::Nv12 | PixelFormat::Yuv420p => 12,
-            PixelFormat::P010 => 24,
-            PixelFormat::Bgra => 32,
+            PixelFormat::P010 | PixelFormat::P016 | PixelFormat::Yuv444p => 24,
+            PixelFormat::Yuv444p16 => 48,
+            PixelFormat::Bgra | PixelFormat::Rgba | PixelFormat::Bgr0 | PixelFormat::Rgb0 => 32,
         }
     }
 
@@ -123,10 +165,11 @@ impl PixelFormat {
         self.shapes().len()
     }
 
-    /// Bytes per sample (1 for 8-bit formats, 2 for P010, 1 per BGRA channel).
+    /// Bytes per sample (1 for 8-bit formats, 2 for the 16-bit ones, 1 per
+    /// channel of the packed RGB formats).
     pub fn bytes_per_sample(self) -> usize {
         match self {
-            PixelFormat::P010 => 2,
+            PixelFormat::P010 | PixelFormat::P016 | PixelFormat::Yuv444p16 => 2,
             _ => 1,
         }
     }
@@ -135,8 +178,10 @@ impl PixelFormat {
         match self {
             PixelFormat::Nv12 => &[LUMA8, UV8],
             PixelFormat::Yuv420p => &[LUMA8, CHROMA8, CHROMA8],
-            PixelFormat::P010 => &[LUMA16, UV16],
-            PixelFormat::Bgra => &[PACKED32],
+            PixelFormat::P010 | PixelFormat::P016 => &[LUMA16, UV16],
+            PixelFormat::Bgra | PixelFormat::Rgba | PixelFormat::Bgr0 | PixelFormat::Rgb0 => &[PACKED32],
+            PixelFormat::Yuv444p => &[FULL8, FULL8, FULL8],
+            PixelFormat::Yuv444p16 => &[FULL16, FULL16, FULL16],
         }
     }
 }
@@ -289,7 +334,9 @@ mod tests {
         assert_eq!(PixelFormat::P010.wire(), 3);
         assert_eq!(PixelFormat::Bgra.wire(), 4);
         assert_eq!(PixelFormat::from_wire(0), None);
-        assert_eq!(PixelFormat::from_wire(5), None);
+        assert_eq!(PixelFormat::P016.wire(), 5);
+        assert_eq!(PixelFormat::Rgb0.wire(), 10);
+        assert_eq!(PixelFormat::from_wire(11), None);
         for f in PixelFormat::ALL {
             assert_eq!(PixelFormat::from_wire(f.wire()), Some(f));
             assert_eq!(PixelFormat::parse(f.name()).unwrap(), f);

@@ -3,8 +3,10 @@
 //! Byte `x` of row `y` of plane `p` in frame `f` (frame index = seq − 1):
 //!
 //! ```text
-//! 8-bit formats (nv12, yuv420p, bgra):  (x + 3·y + 7·f + 61·p) mod 256
+//! 8-bit formats (nv12, yuv420p, yuv444p, bgra, rgba, bgr0, rgb0):
+//!                                       (x + 3·y + 7·f + 61·p) mod 256
 //! p010 (16-bit LE samples, s = x / 2):  ((s + 3·y + 7·f + 61·p) mod 1024) << 6
+//! p016, yuv444p16 (16-bit LE samples):  (s + 3·y + 7·f + 61·p) mod 65536
 //! ```
 //!
 //! Only the picture bytes of each row (`row_bytes`) are defined; pitch
@@ -13,7 +15,7 @@
 
 use crate::format::{FrameLayout, PixelFormat};
 
-/// Wrapping: values are taken mod 256 or 1024 (divisors of 2^64), and a
+/// Wrapping: values are taken mod 256, 1024 or 65536 (divisors of 2^64), and a
 /// seq read from a scribbled header may be anything.
 fn row_base(frame: u64, plane: usize, y: usize) -> u64 {
     (3 * y as u64)
@@ -21,12 +23,21 @@ fn row_base(frame: u64, plane: usize, y: usize) -> u64 {
         .wrapping_add(61 * plane as u64)
 }
 
+/// 16-bit formats: (modulus, left shift) of a sample's value.
+fn sixteen_bit(format: PixelFormat) -> Option<(u64, u32)> {
+    match format {
+        PixelFormat::P010 => Some((1024, 6)),
+        PixelFormat::P016 | PixelFormat::Yuv444p16 => Some((65536, 0)),
+        _ => None,
+    }
+}
+
 /// Writes row `y` of plane `plane` of frame `frame` into `row` (`row_bytes` long).
 pub fn fill_row(format: PixelFormat, frame: u64, plane: usize, y: usize, row: &mut [u8]) {
     let base = row_base(frame, plane, y);
-    if format == PixelFormat::P010 {
+    if let Some((modulus, shift)) = sixteen_bit(format) {
         for (s, sample) in row.chunks_exact_mut(2).enumerate() {
-            let v = ((base.wrapping_add(s as u64) % 1024) << 6) as u16;
+            let v = ((base.wrapping_add(s as u64) % modulus) << shift) as u16;
             sample.copy_from_slice(&v.to_le_bytes());
         }
     } else {
@@ -41,9 +52,9 @@ pub fn fill_row(format: PixelFormat, frame: u64, plane: usize, y: usize, row: &m
 /// Whether `row` is row `y` of plane `plane` of frame `frame`.
 pub fn check_row(format: PixelFormat, frame: u64, plane: usize, y: usize, row: &[u8]) -> bool {
     let base = row_base(frame, plane, y);
-    if format == PixelFormat::P010 {
+    if let Some((modulus, shift)) = sixteen_bit(format) {
         row.chunks_exact(2).enumerate().all(|(s, sample)| {
-            let v = ((base.wrapping_add(s as u64) % 1024) << 6) as u16;
+            let v = ((base.wrapping_add(s as u64) % modulus) << shift) as u16;
             sample == v.to_le_bytes()
         })
     } else {
