@@ -429,7 +429,7 @@ class Frame:
 
     @property
     def planes(self) -> Tuple[Plane, ...]:
-        """The planes: Y, UV (nv12, p010); Y, U, V (yuv420p); BGRA (bgra)."""
+        """The planes: Y, UV (nv12, p010, p016); Y, U, V (yuv420p, yuv444p, yuv444p16); one packed plane (bgra, rgba, bgr0, rgb0)."""
         self._check()
         assert self._planes is not None
         return self._planes

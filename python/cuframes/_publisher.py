@@ -126,7 +126,7 @@ class Publisher:
         pub = cuframes.Publisher("cam1", "nv12", 1920, 1080, memory="cuda")
         pub.publish([y, uv])        # torch/CuPy CUDA tensors or NumPy arrays
 
-    ``format``: ``"nv12"``, ``"yuv420p"``, ``"p010"`` or ``"bgra"``;
+    ``format``: ``"nv12"``, ``"yuv420p"``, ``"p010"``, ``"bgra"``, ``"p016"``, ``"yuv444p"``, ``"yuv444p16"``, ``"rgba"``, ``"bgr0"`` or ``"rgb0"``;
     ``memory``: ``"auto"`` (CUDA when a driver and device are usable),
     ``"host"`` or ``"cuda"``; ``policy``: ``"drop_oldest"`` (never wait)
     or ``"strict_wait"`` (wait up to ``ack_timeout`` seconds for every
@@ -300,7 +300,7 @@ class Publisher:
         with no padding (nv12: shape ``(height * 3 // 2, width)`` uint8); a
         1-D array or ``bytes`` is always read as planes back to back.
         A plane has shape ``(rows, columns[, channels])`` or
-        ``(rows, row_bytes // itemsize)``, uint8 (uint16 for p010), rows
+        ``(rows, row_bytes // itemsize)``, uint8 (uint16 for the 16-bit formats), rows
         contiguous inside, any row stride. NumPy/buffers are host memory;
         objects with ``__cuda_array_interface__`` or a CUDA ``__dlpack__``
         (PyTorch, CuPy, Numba, ...) are device memory, copied device to
