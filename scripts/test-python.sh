@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The Python bindings (python/) as a user gets them: installs libcuframes into a
-# scratch prefix with scripts/install.sh (found through LD_LIBRARY_PATH, as the
-# README says), builds the cuframes CLI the tests drive, makes a virtualenv
-# (build/venv-python, kept between runs), `pip install ./python numpy pytest`,
-# and runs python/tests with the installed package (host memory; the CUDA tests
-# skip without a GPU, PyTorch or CuPy). Needs python3 with venv and PyPI (or a
-# pip cache/mirror). Prints "Python: ok" or "Python: FAILED" last.
+# The Python bindings (python/) as a user gets them: `pip install ./python`
+# builds a wheel that carries libcuframes (python/setup.py runs cargo), and
+# that wheel is installed into a fresh virtualenv and used with nothing else
+# installed; then the test suite runs in build/venv-python (kept between
+# runs, `pip install ./python numpy pytest`) against the bundled library
+# (host memory; the CUDA tests skip without a GPU, PyTorch or CuPy). The
+# headers for the ctypes layout check come from scripts/install.sh into a
+# scratch prefix. Needs python3 with venv and PyPI (or a pip cache/mirror).
+# Prints "Python: ok" or "Python: FAILED" last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +30,27 @@ if [ ! -x "$venv/bin/python" ]; then
         exit 1
     fi
 fi
+echo "== pip wheel ./python, installed into a fresh venv: one pip install, nothing else"
+wheels=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-wheel.XXXXXX")
+trap 'rm -rf "$wheels"' EXIT
+"$venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps ./python -w "$wheels/dist"
+wheel=$(ls "$wheels"/dist/cuframes-*.whl)
+echo "   $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
+"$python" -m venv "$wheels/venv"
+"$wheels/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel" numpy
+(cd /tmp && env -u LD_LIBRARY_PATH -u CUFRAMES_LIBRARY CUFRAMES_RUNTIME_DIR="$wheels" "$wheels/venv/bin/python" -c '
+import cuframes
+from cuframes import pattern
+assert "site-packages/cuframes/libcuframes.so" in cuframes.library_path, cuframes.library_path
+with cuframes.Publisher("wheel", "nv12", 64, 48, memory="host") as pub, cuframes.Subscriber("wheel", timeout=5) as sub:
+    pub.publish(pattern.planes("nv12", 64, 48, 0))
+    with sub.next() as f:
+        assert all(pattern.check_plane("nv12", 0, i, p) for i, p in enumerate(f.planes))
+print("   fresh venv: library", cuframes.library_path, "- a frame round trip ok")') || {
+    echo "Python: FAILED (the wheel in a fresh venv)"
+    exit 1
+}
+
 echo "== pip install ./python numpy pytest"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps ./python
@@ -38,7 +61,8 @@ unset CUFRAMES_LIBRARY
 # From outside the source tree, so the installed package is the one imported.
 (cd /tmp && "$OLDPWD/$venv/bin/python" -c \
     'import cuframes, sys; print("cuframes", cuframes.__version__, "from", cuframes.__file__, "with", cuframes.library_path)
-sys.exit("test-python.sh: imported the source tree, not the installed package" if "site-packages" not in cuframes.__file__ else 0)')
+sys.exit("test-python.sh: imported the source tree, not the installed package" if "site-packages" not in cuframes.__file__
+         else "test-python.sh: the installed package does not carry libcuframes" if "site-packages" not in cuframes.library_path else 0)')
 
 echo "== ctypes structs against cuframes.h (sizeof, compiled by cc)"
 sizes_c=$target/python-test/sizes.c
@@ -46,10 +70,10 @@ cat >"$sizes_c" <<'C'
 #include <stdio.h>
 #include <cuframes.h>
 int main(void) {
-    printf("PublisherConfig %zu\nSubscriberConfig %zu\nStreamInfo %zu\nSlot %zu\nSubscriberStats %zu\nFrameInfo %zu\n",
+    printf("PublisherConfig %zu\nSubscriberConfig %zu\nStreamInfo %zu\nSlot %zu\nSubscriberStats %zu\nFrameInfo %zu\nFrameProps %zu\n",
            sizeof(cuframes_publisher_config), sizeof(cuframes_subscriber_config),
            sizeof(cuframes_stream_info), sizeof(cuframes_slot), sizeof(cuframes_subscriber_stats),
-           sizeof(cuframes_frame_info));
+           sizeof(cuframes_frame_info), sizeof(cuframes_frame_props));
     return 0;
 }
 C
