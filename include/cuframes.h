@@ -40,6 +40,11 @@
 #define CUFRAMES_MAX_PLANES 4
 
 /**
+ * Bytes of `cuframes_key_info.key`: a 63-byte key and its NUL.
+ */
+#define CUFRAMES_KEY_BYTES 64
+
+/**
  * A leased frame (opaque), from `cuframes_subscriber_next`; give it back
  * with `cuframes_frame_release`.
  */
@@ -509,6 +514,21 @@ typedef struct cuframes_frame_info {
      */
     uint64_t lost_before;
 } cuframes_frame_info;
+
+/**
+ * One key with a live publisher.
+ */
+typedef struct cuframes_key_info {
+    /**
+     * The key, NUL-terminated.
+     */
+    char key[CUFRAMES_KEY_BYTES];
+    /**
+     * Its stream as a subscriber would see it; all zero when the shared
+     * header could not be read (its fields validated, like a subscriber's).
+     */
+    struct cuframes_stream_info info;
+} cuframes_key_info;
 
 /**
  * Success.
@@ -1077,6 +1097,25 @@ cuframes_status cuframes_frame_get_props(const struct cuframes_frame *frame,
  * `frame` is NULL or a live frame, not used again afterwards.
  */
 cuframes_status cuframes_frame_release(struct cuframes_frame *frame);
+
+/**
+ * The keys with a live publisher whose socket is in `runtime_dir` (NULL: as a
+ * subscriber looks, `$CUFRAMES_RUNTIME_DIR`, /run/cuframes, ...): the first
+ * `capacity` into `entries` (NULL when `capacity` is 0), and how many there
+ * are in `*count_out`, which can exceed `capacity` (call again with more
+ * room). Reads each key's shared header, asking its publisher over the
+ * socket when /dev/shm is another container's. `INVALID_ARGUMENT` for a
+ * NULL `count_out`, or NULL `entries` with a non-zero `capacity`.
+ *
+ * # Safety
+ *
+ * `runtime_dir` NULL or a NUL-terminated string; `entries` NULL or
+ * writable for `capacity` entries; `count_out` NULL or writable.
+ */
+cuframes_status cuframes_list_keys(const char *runtime_dir,
+                                   struct cuframes_key_info *entries,
+                                   size_t capacity,
+                                   size_t *count_out);
 
 #ifdef __cplusplus
 }  // extern "C"

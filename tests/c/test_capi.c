@@ -825,6 +825,40 @@ static int test_frame_props(void) {
     return 0;
 }
 
+/* cuframes_list_keys finds a live publisher with its stream; sizes and errors. */
+static int test_list_keys(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_key_info entries[64];
+    size_t count = 0, found = 0;
+    unique_key(key, sizeof key, "listed");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_YUV444P, 48, 32);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    CHECK_OK(cuframes_list_keys(runtime_dir(), entries, 64, &count));
+    CHECK(count >= 1 && count <= 64);
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(entries[i].key, key) == 0) {
+            found++;
+            CHECK(entries[i].info.format == CUFRAMES_FORMAT_YUV444P);
+            CHECK(entries[i].info.width == 48 && entries[i].info.height == 32);
+            CHECK(entries[i].info.memory == CUFRAMES_MEMORY_HOST);
+        }
+    }
+    CHECK(found == 1);
+    count = 0;
+    CHECK_OK(cuframes_list_keys(runtime_dir(), NULL, 0, &count)); /* counting only */
+    CHECK(count >= 1);
+    CHECK_STATUS(cuframes_list_keys(runtime_dir(), NULL, 4, &count), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_list_keys(runtime_dir(), entries, 64, NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
+    cuframes_publisher_destroy(publisher);
+    count = 99;
+    CHECK_OK(cuframes_list_keys(runtime_dir(), entries, 64, &count));
+    for (size_t i = 0; i < count; i++)
+        CHECK(strcmp(entries[i].key, key) != 0); /* gone with its publisher */
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"version_protocol_strerror", test_version_protocol_strerror},
@@ -843,6 +877,7 @@ int main(int argc, char **argv) {
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
         {"auto_copy_holds_more_than_the_ring", test_auto_copy_holds_more_than_the_ring},
         {"frame_props", test_frame_props},
+        {"list_keys", test_list_keys},
         {"frame_outlives_subscriber", test_frame_outlives_subscriber},
         {"flush_waits_for_held_frames", test_flush_waits_for_held_frames},
         {"wait_delivered_needs_take_not_release", test_wait_delivered_needs_take_not_release},

@@ -538,8 +538,27 @@ props() {
     result "props: $name" $ok "($(head -c 120 "$d/sub.tags" 2>/dev/null), $((SECONDS - t)) s)"
 }
 
+# ---------------------------------------------------------------- sources
+# `ffmpeg -sources cuframes` lists the live keys with their stream.
+test_sources() {
+    local d="$WORK/sources" ok=1
+    mkdir -p "$d"
+    newkey
+    bg 30 /dev/null "$d/pub.err" -re -f lavfi -i "testsrc2=size=160x120:rate=25" -t 20 -pix_fmt yuv444p \
+        -f cuframes "$KEY"
+    local pub=$BGPID
+    wait_published || ok=0
+    ff 20 -sources cuframes >"$d/sources.txt" 2>&1 || { echo "  ffmpeg -sources failed"; ok=0; }
+    grep -q "^  *$KEY \[yuv444p 160x120, host memory" "$d/sources.txt" ||
+        { echo "  $KEY not listed:"; sed 's/^/    /' "$d/sources.txt"; ok=0; }
+    kill -TERM -- "-$pub" 2>/dev/null
+    waitrc $pub
+    result "ffmpeg -sources cuframes lists live keys" $ok
+}
+
 # ---------------------------------------------------------------- run
 selected help && test_help
+selected sources && test_sources
 selected e2e && {
     e2e nv12 1280x720
     e2e yuv420p 1280x720

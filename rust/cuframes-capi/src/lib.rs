@@ -36,9 +36,12 @@ pub mod subscriber;
 
 pub mod frame;
 
+pub mod keys;
+
 pub use config::*;
 pub use error::*;
 pub use frame::*;
+pub use keys::*;
 pub use layout::*;
 pub use library::*;
 pub use publisher::*;

@@ -1,0 +1,96 @@
+//! Listing the live keys of a runtime directory (`cuframes_list_keys`), for
+//! device lists such as `ffmpeg -sources cuframes`.
+
+use std::ffi::c_char;
+
+use cuframes::Policy;
+
+use crate::error::{CUFRAMES_OK, cuframes_status};
+use crate::ffi::{check_out, optional_path};
+use crate::types::{StreamFacts, cuframes_stream_info};
+
+/// Bytes of `cuframes_key_info.key`: a 63-byte key and its NUL.
+pub const CUFRAMES_KEY_BYTES: usize = 64;
+
+/// One key with a live publisher.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cuframes_key_info {
+    /// The key, NUL-terminated.
+    pub key: [c_char; CUFRAMES_KEY_BYTES],
+    /// Its stream as a subscriber would see it; all zero when the shared
+    /// header could not be read (its fields validated, like a subscriber's).
+    pub info: cuframes_stream_info,
+}
+
+/// The keys with a live publisher whose socket is in `runtime_dir` (NULL: as a
+/// subscriber looks, `$CUFRAMES_RUNTIME_DIR`, /run/cuframes, ...): the first
+/// `capacity` into `entries` (NULL when `capacity` is 0), and how many there
+/// are in `*count_out`, which can exceed `capacity` (call again with more
+/// room). Reads each key's shared header, asking its publisher over the
+/// socket when /dev/shm is another container's. `INVALID_ARGUMENT` for a
+/// NULL `count_out`, or NULL `entries` with a non-zero `capacity`.
+///
+/// # Safety
+///
+/// `runtime_dir` NULL or a NUL-terminated string; `entries` NULL or
+/// writable for `capacity` entries; `count_out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_list_keys(
+    runtime_dir: *const c_char,
+    entries: *mut cuframes_key_info,
+    capacity: usize,
+    count_out: *mut usize,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_list_keys", {
+        try_c!(check_out(count_out, "count_out"));
+        if capacity > 0 {
+            try_c!(check_out(entries, "entries"));
+        }
+        // SAFETY: NULL or a NUL-terminated string, by the caller's contract.
+        let dir = unsafe { optional_path(runtime_dir) };
+        let mut count = 0usize;
+        for key in cuframes::resources::list_keys(dir.as_deref()) {
+            let Ok(found) = cuframes::inspect::inspect(&key, dir.as_deref()) else {
+                continue;
+            };
+            // Live, and reachable here: its socket is in this runtime
+            // directory (a /dev/shm name alone may be another directory's).
+            if !found.status.live || !found.status.has_socket {
+                continue;
+            }
+            if count < capacity {
+                let mut entry = cuframes_key_info {
+                    key: [0; CUFRAMES_KEY_BYTES],
+                    info: cuframes_stream_info::default(),
+                };
+                for (dst, &b) in entry
+                    .key
+                    .iter_mut()
+                    .zip(key.as_bytes().iter().take(CUFRAMES_KEY_BYTES - 1))
+                {
+                    *dst = b as c_char;
+                }
+                if let Ok(h) = &found.info
+                    && let Some(policy) = Policy::from_wire(h.policy)
+                {
+                    entry.info = StreamFacts {
+                        layout: &h.layout,
+                        ring_size: h.ring_size,
+                        policy,
+                        memory: h.memory,
+                        fps: h.fps,
+                        cuda_share: h.cuda_share(),
+                    }
+                    .to_c();
+                }
+                // SAFETY: entries holds `capacity` writable entries (contract).
+                unsafe { entries.add(count).write(entry) };
+            }
+            count += 1;
+        }
+        // SAFETY: checked above; writable by the caller's contract.
+        unsafe { count_out.write(count) };
+        CUFRAMES_OK
+    })
+}
