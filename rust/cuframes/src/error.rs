@@ -1,5 +1,5 @@
 //! Errors: one enum of kinds with stable numeric codes (shared with the wire
-//! protocol's `result`/`error_code` fields and, later, the C ABI), plus a
+//! protocol's `result`/`error_code` fields and the C API's status codes), plus a
 //! message that names the object and its state.
 
 use std::fmt;
@@ -7,7 +7,7 @@ use std::fmt;
 /// What went wrong, with a stable negative code (protocol notes, "Error codes").
 ///
 /// The numbers travel on the wire (HELLO_RESP.result, SUBSCRIBE_RESP.result,
-/// ERROR.error_code) and will be the C ABI's status values: never renumber.
+/// ERROR.error_code) and are the C API's status values: never renumber.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum ErrorKind {
