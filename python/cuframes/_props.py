@@ -41,11 +41,10 @@ def to_c(props: FrameProps) -> _lib.FrameProps:
         setattr(raw, name, value)
     raw.flags = ((_KEY_FRAME if props.key_frame else 0) | (_INTERLACED if props.interlaced else 0)
                  | (_TOP_FIELD_FIRST if props.top_field_first else 0))
-    num, den = props.sample_aspect_ratio
-    for name, value in (("sample_aspect_ratio", num), ("sample_aspect_ratio", den)):
-        if not isinstance(value, int) or not 0 <= value < 2**32:
-            raise invalid("props.%s must be two ints in 0..2**32-1, not %r" % (name, props.sample_aspect_ratio))
-    raw.sar_num, raw.sar_den = num, den
+    sar = props.sample_aspect_ratio
+    if len(sar) != 2 or not all(isinstance(v, int) and 0 <= v < 2**32 for v in sar):
+        raise invalid("props.sample_aspect_ratio must be two ints in 0..2**32-1, not %r" % (sar,))
+    raw.sar_num, raw.sar_den = sar
     raw.duration_ns = int(props.duration_ns)
     return raw
 

@@ -112,41 +112,18 @@ fn cuda_frames_cross_sibling_namespaces_as_fds() {
     for size in ["1920x1080", "3840x2160"] {
         let env = TestEnv::new();
         let key = env.key(&format!("ns-{size}"));
-        let publisher = Proc::spawn(
+        let publisher = env.spawn_isolated(
             "isolated publisher",
-            env.isolated(&[
-                "publish",
-                &key,
-                "--memory",
-                "cuda",
-                "--size",
-                size,
-                "--fps",
-                "0",
-                "--frames",
-                "240",
-                "--policy",
-                "strict-wait",
-                "--wait-subscribers",
-                "2",
-            ]),
+            &format!(
+                "publish {key} --memory cuda --size {size} --fps 0 \
+                 --frames 240 --policy strict-wait --wait-subscribers 2"
+            ),
         );
         let subscribers: Vec<Proc> = (0..2)
             .map(|n| {
-                Proc::spawn(
+                env.spawn_isolated(
                     "isolated subscriber",
-                    env.isolated(&[
-                        "subscribe",
-                        &key,
-                        "--json",
-                        "--verify",
-                        "--frames",
-                        "240",
-                        "--wait-ms",
-                        "20000",
-                        "--name",
-                        &format!("ns{n}"),
-                    ]),
+                    &format!("subscribe {key} --json --verify --frames 240 --wait-ms 20000 --name ns{n}"),
                 )
             })
             .collect();
@@ -164,24 +141,16 @@ fn cuda_frames_cross_sibling_namespaces_as_fds() {
 
     let env = TestEnv::new();
     let key = env.key("ns-ipc");
-    let mut publisher = Proc::spawn(
+    let mut publisher = env.spawn_isolated(
         "isolated ipc publisher",
-        env.isolated(&[
-            "publish",
-            &key,
-            "--memory",
-            "cuda",
-            "--cuda-share",
-            "ipc",
-            "--size",
-            "640x360",
-        ]),
+        &format!("publish {key} --memory cuda --cuda-share ipc --size 640x360"),
     );
-    let out = Proc::spawn(
-        "isolated subscriber of ipc",
-        env.isolated(&["subscribe", &key, "--frames", "10", "--wait-ms", "20000"]),
-    )
-    .wait(Duration::from_secs(60));
+    let out = env
+        .spawn_isolated(
+            "isolated subscriber of ipc",
+            &format!("subscribe {key} --frames 10 --wait-ms 20000"),
+        )
+        .wait(Duration::from_secs(60));
     publisher.kill9();
     let message = out.assert_error(&["another PID namespace", "cuda_share=fd"]);
     eprintln!("ipc across namespaces: {message}");

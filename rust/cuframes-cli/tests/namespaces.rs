@@ -18,38 +18,17 @@ fn a_subscriber_in_another_container_sharing_only_the_runtime_directory_gets_eve
     }
     let env = TestEnv::new();
     let key = env.key("ns-pair");
-    let publisher = Proc::spawn(
+    let publisher = env.spawn_isolated(
         "isolated publisher",
-        env.isolated(&[
-            "publish",
-            &key,
-            "--memory",
-            "host",
-            "--size",
-            "320x240",
-            "--fps",
-            "0",
-            "--frames",
-            "120",
-            "--policy",
-            "strict-wait",
-            "--wait-subscribers",
-            "1",
-        ]),
+        &format!(
+            "publish {key} --memory host --size 320x240 --fps 0 \
+             --frames 120 --policy strict-wait --wait-subscribers 1"
+        ),
     );
     // Started before or after the publisher: --wait-ms covers the race.
-    let subscriber = Proc::spawn(
+    let subscriber = env.spawn_isolated(
         "isolated subscriber",
-        env.isolated(&[
-            "subscribe",
-            &key,
-            "--json",
-            "--verify",
-            "--frames",
-            "120",
-            "--wait-ms",
-            "10000",
-        ]),
+        &format!("subscribe {key} --json --verify --frames 120 --wait-ms 10000"),
     );
     let sub = subscriber.wait(EXIT_LIMIT);
     let publisher = publisher.wait(EXIT_LIMIT);
@@ -72,37 +51,17 @@ fn a_subscriber_in_another_container_waits_for_a_publisher_that_is_not_there_yet
     }
     let env = TestEnv::new();
     let key = env.key("ns-late");
-    let subscriber = Proc::spawn(
+    let subscriber = env.spawn_isolated(
         "isolated subscriber",
-        env.isolated(&[
-            "subscribe",
-            &key,
-            "--json",
-            "--frames",
-            "10",
-            "--wait-ms",
-            "10000",
-        ]),
+        &format!("subscribe {key} --json --frames 10 --wait-ms 10000"),
     );
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let publisher = Proc::spawn(
+    let publisher = env.spawn_isolated(
         "isolated publisher",
-        env.isolated(&[
-            "publish",
-            &key,
-            "--memory",
-            "host",
-            "--size",
-            "64x64",
-            "--fps",
-            "200",
-            "--frames",
-            "10",
-            "--policy",
-            "strict-wait",
-            "--wait-subscribers",
-            "1",
-        ]),
+        &format!(
+            "publish {key} --memory host --size 64x64 --fps 200 \
+             --frames 10 --policy strict-wait --wait-subscribers 1"
+        ),
     );
     let sub = subscriber.wait(EXIT_LIMIT);
     publisher.wait(EXIT_LIMIT).assert_success();
@@ -119,7 +78,7 @@ fn ls_and_inspect_in_another_container_ask_the_publisher_for_its_header() {
     let env = TestEnv::new();
     let key = env.key("ns-ls");
     let mut publisher = env.start_publisher(&key, "--size 64x48 --fps 50");
-    let ls = Proc::spawn("isolated ls", env.isolated(&["ls", "--json"])).wait(EXIT_LIMIT);
+    let ls = env.spawn_isolated("isolated ls", "ls --json").wait(EXIT_LIMIT);
     ls.assert_success();
     let rows = ls.json();
     let row = rows
@@ -130,8 +89,9 @@ fn ls_and_inspect_in_another_container_ask_the_publisher_for_its_header() {
     assert_eq!(row["format"], "nv12", "{ls}");
     assert_eq!(row["width"], 64, "{ls}");
     assert!(row["invalid"].is_null(), "{ls}");
-    let inspect =
-        Proc::spawn("isolated inspect", env.isolated(&["inspect", &key, "--json"])).wait(EXIT_LIMIT);
+    let inspect = env
+        .spawn_isolated("isolated inspect", &format!("inspect {key} --json"))
+        .wait(EXIT_LIMIT);
     inspect.assert_success();
     assert_eq!(inspect.json()["height"], 48, "{inspect}");
     publisher.kill9();

@@ -75,16 +75,6 @@ const UV16: PlaneShape = PlaneShape {
     y_sub: 2,
     bytes_per_column: 4,
 };
-const FULL8: PlaneShape = PlaneShape {
-    x_sub: 1,
-    y_sub: 1,
-    bytes_per_column: 1,
-};
-const FULL16: PlaneShape = PlaneShape {
-    x_sub: 1,
-    y_sub: 1,
-    bytes_per_column: 2,
-};
 const PACKED32: PlaneShape = PlaneShape {
     x_sub: 1,
     y_sub: 1,
@@ -180,8 +170,8 @@ impl PixelFormat {
             PixelFormat::Yuv420p => &[LUMA8, CHROMA8, CHROMA8],
             PixelFormat::P010 | PixelFormat::P016 => &[LUMA16, UV16],
             PixelFormat::Bgra | PixelFormat::Rgba | PixelFormat::Bgr0 | PixelFormat::Rgb0 => &[PACKED32],
-            PixelFormat::Yuv444p => &[FULL8, FULL8, FULL8],
-            PixelFormat::Yuv444p16 => &[FULL16, FULL16, FULL16],
+            PixelFormat::Yuv444p => &[LUMA8, LUMA8, LUMA8],
+            PixelFormat::Yuv444p16 => &[LUMA16, LUMA16, LUMA16],
         }
     }
 }

@@ -150,6 +150,13 @@ impl TestEnv {
         wrapped
     }
 
+    /// Starts `cuframes <command line>` (split at whitespace) in its own
+    /// namespaces, as [`TestEnv::isolated`].
+    pub fn spawn_isolated(&self, name: &str, command_line: &str) -> Proc {
+        let args: Vec<&str> = command_line.split_whitespace().collect();
+        Proc::spawn(name, self.isolated(&args))
+    }
+
     /// Starts a publisher and waits until its socket accepts connections
     /// (panics with the publisher's output when it exits first).
     pub fn start_publisher(&self, key: &str, options: &str) -> Proc {

@@ -116,19 +116,7 @@ impl ShmHeader {
             ),
             e => Error::os(format!("shm_open {name}"), e),
         })?;
-        let stat = fstat(fd.as_fd()).map_err(|e| Error::os(format!("fstat {name}"), e))?;
-        let size = stat.st_size;
-        if size != HEADER_SIZE as i64 {
-            return Err(Error::corrupt(format!(
-                "shared memory {name} is {size} bytes; protocol v1 requires {HEADER_SIZE}"
-            )));
-        }
-        let region = MappedRegion::map(&fd, HEADER_SIZE, access, name)?;
-        Ok(ShmHeader {
-            region,
-            _owner_lock: None,
-            owner_uid: stat.st_uid,
-        })
+        Self::from_fd(&fd, access, name)
     }
 
     /// A new read-write descriptor of our own object `name`, to send to a
@@ -143,19 +131,19 @@ impl ShmHeader {
         .map_err(|e| Error::os(format!("shm_open {name} (to send it to subscribers)"), e))
     }
 
-    /// Maps a header received from its publisher over the control socket
-    /// (`what` names it in errors). Its contents are as untrusted as a
-    /// header opened by name; its owner needs no check, as the publisher
-    /// itself sent it.
-    pub(crate) fn from_fd(fd: &OwnedFd, what: &str) -> Result<ShmHeader> {
+    /// Maps an existing header object of the right size (`what` names it in
+    /// errors): one opened by name, or one its publisher sent over the
+    /// control socket. The contents are untrusted either way; the owner of
+    /// one sent by the publisher needs no check.
+    pub(crate) fn from_fd(fd: &OwnedFd, access: Access, what: &str) -> Result<ShmHeader> {
         let stat = fstat(fd.as_fd()).map_err(|e| Error::os(format!("fstat {what}"), e))?;
         if stat.st_size != HEADER_SIZE as i64 {
             return Err(Error::corrupt(format!(
-                "{what} is {} bytes; protocol v1 requires {HEADER_SIZE}",
+                "shared memory {what} is {} bytes; protocol v1 requires {HEADER_SIZE}",
                 stat.st_size
             )));
         }
-        let region = MappedRegion::map(fd, HEADER_SIZE, Access::ReadWrite, what)?;
+        let region = MappedRegion::map(fd, HEADER_SIZE, access, what)?;
         Ok(ShmHeader {
             region,
             _owner_lock: None,

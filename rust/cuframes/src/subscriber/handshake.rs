@@ -10,16 +10,17 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 
-use super::SubscriberConfig;
 use super::lease::Ring;
 use super::reader::Reader;
+use super::{SubscriberConfig, SubscriberMode};
 use crate::channel::Channel;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
 use crate::resources::KeyPaths;
 use crate::shm::header::{ShmHeader, validate_header, validate_meta};
+use crate::shm::region::Access;
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
-use crate::wire::message::{HelloReq, Message, fd_purpose, hello_flags, msg_type};
+use crate::wire::message::{HelloAccept, HelloReq, Message, fd_purpose, hello_flags, msg_type};
 
 /// Connects to the publisher of `config.key` and completes the handshake:
 /// a reader of its ring.
@@ -41,37 +42,17 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let deadline = Instant::now() + config.connect_timeout;
     crate::testhook::abort_at("sub-before-hello");
 
-    // HELLO
-    chan.send(&Message::HelloReq(HelloReq {
-        proto_version: PROTOCOL_VERSION,
-        name: config.name.clone(),
-        cuda_device: config.cuda_device,
-        mode: config.mode.wire(),
-        ext_flags: hello_flags::EARLY_FDS,
-    }))
-    .map_err(|e| refusal_or(&mut chan, e, &key))?;
-    let accept = match expect(&mut chan, deadline, msg_type::HELLO_RESP, &key)? {
-        Message::HelloResp(r) if r.result == 0 => r
-            .accept
-            .ok_or_else(|| Error::protocol("HELLO_RESP without body"))?,
-        Message::HelloResp(r) if r.result == ErrorKind::Protocol.code() => {
-            return Err(Error::new(
-                ErrorKind::Protocol,
-                format!(
-                    "version mismatch: publisher of '{key}' speaks protocol v{}, this library v{PROTOCOL_VERSION}",
-                    r.proto_version
-                ),
-            ));
-        }
-        Message::HelloResp(r) => {
-            let kind = ErrorKind::from_code(r.result);
-            return Err(Error::new(
-                kind,
-                format!("publisher of '{key}' refused HELLO: {}", kind.describe()),
-            ));
-        }
-        _ => unreachable!("expect() returns the asked type"),
-    };
+    // HELLO, and the descriptors sent before SUBSCRIBE (decision 27): the
+    // shared header, so that /dev/shm need not be shared, and CUDA slots
+    // shared as fds.
+    let (accept, mut early) = hello(
+        &mut chan,
+        deadline,
+        &key,
+        config.name.clone(),
+        config.cuda_device,
+        config.mode,
+    )?;
     if accept.shm_path != paths.shm_name {
         return Err(Error::protocol(format!(
             "publisher of '{key}' names shared memory {:?}; expected {}",
@@ -80,13 +61,14 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     }
     validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
 
-    // Descriptors sent before SUBSCRIBE (decision 27): the shared header, so
-    // that /dev/shm need not be shared, and CUDA slots shared as fds.
-    let mut early = receive_early_fds(&mut chan, deadline, accept.early_fds, &key)?;
     let publisher = crate::access::peer_credentials(chan.socket())?;
     // The header, untrusted: validated, and it must agree with HELLO_RESP.
     let header = match take_fd(&mut early, fd_purpose::HEADER) {
-        Some(fd) => ShmHeader::from_fd(&fd, &format!("shared memory of '{key}' (sent by its publisher)"))?,
+        Some(fd) => ShmHeader::from_fd(
+            &fd,
+            Access::ReadWrite,
+            &format!("shared memory of '{key}' (sent by its publisher)"),
+        )?,
         None => open_header_by_name(&paths.shm_name, publisher.uid, &key)?,
     };
     if header.load_magic() != crate::wire::MAGIC {
@@ -235,17 +217,58 @@ pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Re
         .map_err(|e| Error::io(format!("connecting to {}", paths.socket.display()), &e))?;
     let mut chan = Channel::new(sock, format!("publisher of '{key}'"))?;
     let deadline = Instant::now() + timeout;
+    let (_, mut early) = hello(
+        &mut chan,
+        deadline,
+        &key,
+        "inspect".into(),
+        -1,
+        SubscriberMode::Sequential,
+    )?;
+    let fd = take_fd(&mut early, fd_purpose::HEADER).ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("the publisher of '{key}' sends no descriptor of its shared memory (protocol v1)"),
+        )
+    })?;
+    ShmHeader::from_fd(
+        &fd,
+        Access::ReadOnly,
+        &format!("shared memory of '{key}' (sent by its publisher)"),
+    )
+}
+
+/// HELLO_REQ asking for the early descriptors, HELLO_RESP (a refusal as an
+/// error naming why), and the descriptors the publisher announced in it.
+fn hello(
+    chan: &mut Channel,
+    deadline: Instant,
+    key: &str,
+    name: String,
+    cuda_device: i32,
+    mode: SubscriberMode,
+) -> Result<(HelloAccept, Vec<(u32, OwnedFd)>)> {
     chan.send(&Message::HelloReq(HelloReq {
         proto_version: PROTOCOL_VERSION,
-        name: "inspect".into(),
-        cuda_device: -1,
-        mode: crate::SubscriberMode::Sequential.wire(),
+        name,
+        cuda_device,
+        mode: mode.wire(),
         ext_flags: hello_flags::EARLY_FDS,
-    }))?;
-    let accept = match expect(&mut chan, deadline, msg_type::HELLO_RESP, &key)? {
+    }))
+    .map_err(|e| refusal_or(chan, e, key))?;
+    let accept = match expect(chan, deadline, msg_type::HELLO_RESP, key)? {
         Message::HelloResp(r) if r.result == 0 => r
             .accept
             .ok_or_else(|| Error::protocol("HELLO_RESP without body"))?,
+        Message::HelloResp(r) if r.result == ErrorKind::Protocol.code() => {
+            return Err(Error::new(
+                ErrorKind::Protocol,
+                format!(
+                    "version mismatch: publisher of '{key}' speaks protocol v{}, this library v{PROTOCOL_VERSION}",
+                    r.proto_version
+                ),
+            ));
+        }
         Message::HelloResp(r) => {
             let kind = ErrorKind::from_code(r.result);
             return Err(Error::new(
@@ -255,14 +278,8 @@ pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Re
         }
         _ => unreachable!("expect() returns the asked type"),
     };
-    let mut early = receive_early_fds(&mut chan, deadline, accept.early_fds, &key)?;
-    let fd = take_fd(&mut early, fd_purpose::HEADER).ok_or_else(|| {
-        Error::new(
-            ErrorKind::NotFound,
-            format!("the publisher of '{key}' sends no descriptor of its shared memory (protocol v1)"),
-        )
-    })?;
-    ShmHeader::from_fd(&fd, &format!("shared memory of '{key}' (sent by its publisher)"))
+    let early = receive_early_fds(chan, deadline, accept.early_fds, key)?;
+    Ok((accept, early))
 }
 
 /// Receives the `count` EVENT_FDs a publisher announced in HELLO_RESP.
