@@ -57,6 +57,8 @@ for line in sys.stdin:
     install -m 0755 build/ffmpeg/bin/ffmpeg "$stage/ffmpeg/bin/ffmpeg"
     strip "$stage/ffmpeg/bin/ffmpeg"
     cp -L "$(ldd build/ffmpeg/bin/ffmpeg | awk '/libx264/ { print $3 }')" "$stage/ffmpeg/lib/"
+    # HEVC clips (10/12-bit, 4:4:4, HDR10) our FFmpeg cannot make (no libx265).
+    scripts/gpu/make-clips.sh "$stage/clips"
     du -sh "$stage"
 }
 
@@ -116,7 +118,7 @@ run() {
         crash) part "CUDA crash matrix" cuda-crash.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
             "$stage/tests/cuda_crash" --ignored --test-threads=1 --nocapture ;;
         ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
-            MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" \
+            MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" CLIPS="$PWD/$stage/clips" \
             tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;

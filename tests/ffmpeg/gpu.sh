@@ -405,6 +405,74 @@ test_trace() {
 }
 selected trace && test_trace
 
+# ---------------------------------------------------------------- NVDEC formats
+# Every format NVDEC outputs crosses frame-exact: HEVC 10/12-bit 4:2:0 (p010, p016)
+# and 4:4:4 at 8, 10 and 12 bits (yuv444p, yuv444p16), compared with a direct NVDEC
+# decode downloaded the same way. The clips need libx265 (scripts/gpu/make-clips.sh,
+# staged in $CLIPS).
+CLIPS=${CLIPS:-}
+nvdec_format() {
+    local clip=$1 fmt=$2
+    if [ ! -f "$CLIPS/$clip" ]; then
+        skipped "NVDEC $clip -> $fmt" "no clip (\$CLIPS; scripts/gpu/make-clips.sh)"
+        return
+    fi
+    pair "NVDEC $clip ($fmt) -> cuframes -> hwdownload" 60 \
+        -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" -vf "hwdownload,format=$fmt" -- \
+        -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" -- \
+        -f cuframes -i @KEY@ -vf "hwdownload,format=$fmt"
+}
+selected formats && {
+    nvdec_format hevc-420-10.mkv p010le
+    nvdec_format hevc-420-12.mkv p016le
+    nvdec_format hevc-444-8.mkv yuv444p
+    nvdec_format hevc-444-10.mkv yuv444p16le
+    nvdec_format hevc-444-12.mkv yuv444p16le
+}
+
+# ---------------------------------------------------------------- frame properties
+# What NVDEC reports for each frame besides its pixels (colour description, aspect
+# ratio, field order, duration, side data: HDR mastering display, content light level,
+# user-data SEI) arrives at a CUDA subscriber unchanged: showinfo's lines of a direct
+# NVDEC decode and of the subscriber, compared line by line.
+props_of() {
+    local fields='s/.* n: *\([0-9]*\) .*duration_time:\([^ ]*\) .*fmt:\([^ ]*\) cl:\([^ ]*\) sar:\([^ ]*\) s:\([^ ]*\) i:\([^ ]*\) .*/n=\1 dur=\2 fmt=\3 cl=\4 sar=\5 s=\6 i=\7/p'
+    { sed -n "$fields" "$1"; grep -o 'color_range:.*\|side data - .*' "$1"; } >"$2"
+}
+nvdec_props() {
+    local clip=$1 t=$SECONDS ok=1
+    local d="$WORK/props-$clip"
+    if [ ! -f "$CLIPS/$clip" ]; then
+        skipped "props: NVDEC $clip" "no clip (\$CLIPS; scripts/gpu/make-clips.sh)"
+        return
+    fi
+    mkdir -p "$d"
+    ff 60 -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" -vf showinfo -f null - \
+        2>"$d/ref.err" || { echo "  direct decode failed"; ok=0; }
+    newkey
+    bg 60 /dev/null "$d/pub.err" -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" \
+        -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local p=$BGPID
+    ff 60 -f cuframes -i "$KEY" -vf showinfo -f null - 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
+    waitrc $p || { echo "  publisher failed"; ok=0; }
+    props_of "$d/ref.err" "$d/ref.props"
+    props_of "$d/sub.err" "$d/sub.props"
+    if [ "$(wc -l <"$d/ref.props")" -lt 60 ] || ! diff -u "$d/ref.props" "$d/sub.props" >"$d/props.diff"; then
+        echo "  frame properties differ (NVDEC direct vs CUDA subscriber):"
+        head -n 12 "$d/props.diff" | sed 's/^/    /'
+        ok=0
+    fi
+    [ -n "$OUT" ] && cp "$d/sub.props" "$OUT/props-$clip.txt"
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "props: NVDEC $clip -> CUDA subscriber" $ok \
+        "($(grep -m1 -o 'color_range:.*' "$d/sub.props" | cut -c1-90), $(grep -c 'side data' "$d/sub.props") side data lines, $((SECONDS - t)) s)"
+}
+selected props && {
+    nvdec_props h264-bt709-tv.mkv
+    nvdec_props h264-bt601-pc.mkv
+    nvdec_props hevc-hdr10.mkv
+}
+
 # h264_nvenc fed from the input device: the H200 has no NVENC, so the encoder's own
 # error is the expected end; the frames must have reached it.
 test_nvenc() {
