@@ -20,6 +20,11 @@
 #include <stdbool.h>
 
 /**
+ * Bytes of side data one frame carries at most (8 per entry included).
+ */
+#define CUFRAMES_SIDE_DATA_CAPACITY 4096
+
+/**
  * `cuframes_frame_props.flags`: a key frame.
  */
 #define CUFRAMES_PROPS_KEY_FRAME 1
@@ -355,6 +360,13 @@ typedef struct cuframes_frame_props {
      */
     int64_t duration_ns;
 } cuframes_frame_props;
+
+/**
+ * Kinds of frame side data (`CUFRAMES_SIDE_DATA_*`; docs/c-api.md, "Side
+ * data"; payloads in docs/protocol-notes.md, D30). Other values 1..65535
+ * pass through uninterpreted.
+ */
+typedef uint32_t cuframes_side_data_kind;
 
 /**
  * Which frames a subscriber receives (`CUFRAMES_MODE_*`).
@@ -719,6 +731,38 @@ typedef struct cuframes_key_info {
 #define CUFRAMES_COPY_ALWAYS 2
 
 /**
+ * HDR mastering display colour volume: ten (i32 num, i32 den) rationals —
+ * primaries R, G, B (x, y), white point (x, y), min and max luminance —
+ * then i32 has_primaries, i32 has_luminance; 88 bytes, little-endian.
+ */
+#define CUFRAMES_SIDE_DATA_MASTERING_DISPLAY 1
+
+/**
+ * Content light level: u32 MaxCLL, u32 MaxFALL (cd/m²); 8 bytes.
+ */
+#define CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL 2
+
+/**
+ * ATSC A/53 closed captions: cc_data triplets.
+ */
+#define CUFRAMES_SIDE_DATA_A53_CC 3
+
+/**
+ * User-data-unregistered SEI: 16-byte UUID, then the user data.
+ */
+#define CUFRAMES_SIDE_DATA_SEI_UNREGISTERED 4
+
+/**
+ * SMPTE 12-M timecodes: u32 count (1..3), then the u32 timecodes; 16 bytes.
+ */
+#define CUFRAMES_SIDE_DATA_S12M_TIMECODE 5
+
+/**
+ * HDR10+ dynamic metadata as its ITU-T T.35 message (SMPTE ST 2094-40).
+ */
+#define CUFRAMES_SIDE_DATA_HDR10_PLUS 6
+
+/**
  * Requests: FD where the GPU and driver support it, else IPC. In stream
  * info: the frames are not in CUDA memory.
  */
@@ -940,6 +984,24 @@ cuframes_status cuframes_publisher_set_frame_props(struct cuframes_publisher *pu
                                                    const struct cuframes_frame_props *props);
 
 /**
+ * Attaches side data (`CUFRAMES_SIDE_DATA_*`: HDR mastering display and
+ * content light level, HDR10+, A/53 captions, user-data SEI, timecodes) to
+ * the next frame published; it is cleared once that frame is out. `data`
+ * may be NULL when `size` is 0. `INVALID_ARGUMENT` for kind 0 or above
+ * 65535, and when the frame's side data would exceed
+ * `CUFRAMES_SIDE_DATA_CAPACITY` bytes (8 per entry included; the entries
+ * added before are kept).
+ *
+ * # Safety
+ *
+ * `publisher` is NULL or a live handle; `data` NULL or `size` readable bytes.
+ */
+cuframes_status cuframes_publisher_add_side_data(struct cuframes_publisher *publisher,
+                                                 cuframes_side_data_kind kind,
+                                                 const uint8_t *data,
+                                                 size_t size);
+
+/**
  * The number of connected subscribers; 0 for a NULL handle (and on an
  * internal error).
  *
@@ -1085,6 +1147,23 @@ cuframes_status cuframes_frame_is_copy(const struct cuframes_frame *frame);
  */
 cuframes_status cuframes_frame_get_props(const struct cuframes_frame *frame,
                                          struct cuframes_frame_props *props_out);
+
+/**
+ * Entry `index` of the frame's side data (`CUFRAMES_SIDE_DATA_*`, in the
+ * order the publisher added them): 1 and the out-parameters written, 0
+ * when the frame has no entry `index` (out-parameters untouched), negative
+ * on error. `*data_out` stays valid until the frame is released. Iterate
+ * from index 0 until 0 is returned.
+ *
+ * # Safety
+ *
+ * `frame` is NULL or a live frame; the out-parameters NULL or writable.
+ */
+cuframes_status cuframes_frame_get_side_data(const struct cuframes_frame *frame,
+                                             size_t index,
+                                             cuframes_side_data_kind *kind_out,
+                                             const uint8_t **data_out,
+                                             size_t *size_out);
 
 /**
  * Releases (ACKs) the frame and frees the handle, from any thread, also

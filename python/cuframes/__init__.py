@@ -47,7 +47,7 @@ from ._formats import FORMATS
 from ._frame import Frame, Plane
 from ._subscriber import StreamInfo, Subscriber, SubscriberStats
 from ._publisher import Publisher, Slot
-from ._props import FrameProps
+from ._props import SIDE_DATA_CAPACITY, FrameProps, SideData, SideDataKind
 
 __version__ = "0.1.0"
 
@@ -76,6 +76,9 @@ __all__ = [
     "FormatError",
     "Frame",
     "FrameProps",
+    "SIDE_DATA_CAPACITY",
+    "SideData",
+    "SideDataKind",
     "IOError_",
     "InternalError",
     "InvalidArgumentError",

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 from . import _cuda, _dlpack
 from ._errors import ClosedError
 from ._formats import FORMAT_NAMES, MEMORY_NAMES, PlaneGeometry
-from ._props import FrameProps, frame_props
+from ._props import FrameProps, SideData, frame_props, frame_side_data
 
 MEMORY_HOST = 1
 MEMORY_CUDA = 2
@@ -145,6 +145,12 @@ class Lease(_Owner):
             if not self._alive:
                 raise ClosedError(-1, "%s is released" % self.describe(), "invalid argument")
             return frame_props(self._lib, self.handle)
+
+    def side_data(self) -> Any:
+        with self._lock:
+            if not self._alive:
+                raise ClosedError(-1, "%s is released" % self.describe(), "invalid argument")
+            return frame_side_data(self._lib, self.handle)
 
     def _finish(self) -> None:
         handle, self.handle = self.handle, 0
@@ -405,6 +411,9 @@ class Frame:
         #: (``cuframes.FrameProps``: colour description, aspect ratio, field
         #: order, key frame, duration), or None when it said nothing.
         self.props: Optional[FrameProps] = lease.props()
+        #: The frame's side data (``cuframes.SideData`` entries: HDR metadata,
+        #: captions, SEI, timecodes), in the order the publisher added them.
+        self.side_data: Tuple[SideData, ...] = lease.side_data()
         self.format: str = FORMAT_NAMES.get(info.format, str(info.format))
         self.width: int = info.width
         self.height: int = info.height

@@ -180,6 +180,9 @@ _PROTOTYPES = {
     "cuframes_frame_is_copy": (c_status, [handle]),
     "cuframes_frame_get_props": (c_status, [handle, _P(FrameProps)]),
     "cuframes_publisher_set_frame_props": (c_status, [handle, _P(FrameProps)]),
+    "cuframes_frame_get_side_data": (c_status, [handle, ctypes.c_size_t, _P(ctypes.c_uint32),
+                                                _P(_P(ctypes.c_uint8)), _P(ctypes.c_size_t)]),
+    "cuframes_publisher_add_side_data": (c_status, [handle, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t]),
     "cuframes_frame_release": (c_status, [handle]),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import enum
 from typing import NamedTuple, Optional, Tuple
 
 from . import _lib
@@ -64,3 +65,46 @@ def frame_props(lib: ctypes.CDLL, handle: int) -> Optional[FrameProps]:
         return None
     _lib.check(status)
     return None
+
+
+class SideDataKind(enum.IntEnum):
+    """Kinds of frame side data (payload layouts: docs/protocol-notes.md, D30).
+    Other values 1..65535 pass through uninterpreted."""
+
+    MASTERING_DISPLAY = 1
+    CONTENT_LIGHT_LEVEL = 2
+    A53_CC = 3
+    SEI_UNREGISTERED = 4
+    S12M_TIMECODE = 5
+    HDR10_PLUS = 6
+
+
+#: Bytes of side data one frame carries at most (8 per entry included).
+SIDE_DATA_CAPACITY = 4096
+
+
+class SideData(NamedTuple):
+    """One entry of a frame's side data: its kind (a ``SideDataKind`` where
+    known, else the plain int) and its payload."""
+
+    kind: int
+    data: bytes
+
+
+def frame_side_data(lib: ctypes.CDLL, handle: int) -> Tuple[SideData, ...]:
+    entries = []
+    kind = ctypes.c_uint32()
+    data = ctypes.POINTER(ctypes.c_uint8)()
+    size = ctypes.c_size_t()
+    while True:
+        status = lib.cuframes_frame_get_side_data(handle, len(entries), ctypes.byref(kind), ctypes.byref(data),
+                                                  ctypes.byref(size))
+        if status == 0:
+            return tuple(entries)
+        _lib.check(status)
+        payload = ctypes.string_at(data, size.value) if size.value else b""
+        try:
+            k: int = SideDataKind(kind.value)
+        except ValueError:
+            k = kind.value
+        entries.append(SideData(k, payload))

@@ -291,6 +291,19 @@ class Publisher:
         with self._lock:
             _lib.check(_lib.lib.cuframes_publisher_set_frame_props(self._live(), raw))
 
+    def add_side_data(self, kind: int, data: bytes) -> None:
+        """Attaches side data (``cuframes.SideDataKind``: HDR mastering display,
+        content light level, HDR10+, A/53 captions, user-data SEI, timecodes)
+        to the next frame published; it is cleared once that frame is out.
+        A frame carries at most ``cuframes.SIDE_DATA_CAPACITY`` bytes of it
+        (8 per entry included): more raises InvalidArgumentError, the entries
+        added before are kept."""
+        if not isinstance(kind, int) or not 1 <= int(kind) <= 65535:
+            raise invalid("side data kind must be an int in 1..65535, not %r" % (kind,))
+        payload = bytes(data)
+        with self._lock:
+            _lib.check(_lib.lib.cuframes_publisher_add_side_data(self._live(), int(kind), payload, len(payload)))
+
     def publish(self, frame: Union[Any, Sequence[Any]], pts_ns: Optional[int] = None) -> int:
         """Copies a frame into the next slot and wakes the subscribers; returns its seq.
 

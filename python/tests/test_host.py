@@ -582,6 +582,27 @@ def test_copy_and_read_ahead_arguments(key):
 # --- frame properties ----------------------------------------------------------
 
 
+def test_side_data_crosses_with_its_frame(key):
+    cll = cuframes.SideData(cuframes.SideDataKind.CONTENT_LIGHT_LEVEL, (1000).to_bytes(4, "little") + (400).to_bytes(4, "little"))
+    cc = cuframes.SideData(cuframes.SideDataKind.A53_CC, bytes([0xFC, 0x94, 0x2C]))
+    other = cuframes.SideData(4242, b"")
+    with host_publisher(key, ring=4) as pub, cuframes.Subscriber(key, timeout=5) as sub:
+        for entry in (cll, cc, other):
+            pub.add_side_data(entry.kind, entry.data)
+        publish_one(pub, 0)
+        publish_one(pub, 1)
+        with sub.next() as f:
+            assert f.side_data == (cll, cc, other)
+            assert isinstance(f.side_data[0].kind, cuframes.SideDataKind)
+        with sub.next() as f:
+            assert f.side_data == ()
+        with pytest.raises(cuframes.InvalidArgumentError, match="does not fit"):
+            pub.add_side_data(cuframes.SideDataKind.SEI_UNREGISTERED, bytes(cuframes.SIDE_DATA_CAPACITY))
+        for bad in (0, 65536, "3"):
+            with pytest.raises(cuframes.InvalidArgumentError):
+                pub.add_side_data(bad, b"x")
+
+
 def test_frame_props_cross_with_each_frame(key):
     hdr10 = cuframes.FrameProps(color_range=1, color_primaries=9, color_trc=16, colorspace=9, chroma_location=3,
                                 key_frame=True, sample_aspect_ratio=(1, 1), duration_ns=40_000_000)

@@ -825,6 +825,66 @@ static int test_frame_props(void) {
     return 0;
 }
 
+/* Side data goes with the one frame it was added to, byte for byte and in order. */
+static int test_side_data(void) {
+    char key[64];
+    cuframes_publisher_config pconfig;
+    cuframes_subscriber_config sconfig;
+    cuframes_publisher *publisher = NULL;
+    cuframes_subscriber *subscriber = NULL;
+    cuframes_frame *frame = NULL;
+    source_frame source;
+    static const uint8_t cll[8] = {0xe8, 0x03, 0, 0, 0x90, 0x01, 0, 0}; /* 1000, 400 */
+    static const uint8_t cc[6] = {0xfc, 0x94, 0x2c, 0xfc, 0x80, 0x80};
+    static uint8_t big[CUFRAMES_SIDE_DATA_CAPACITY];
+    cuframes_side_data_kind kind = 0;
+    const uint8_t *data = NULL;
+    size_t size = 0;
+    unique_key(key, sizeof key, "side");
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    subscriber_config(&sconfig, key);
+    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
+
+    CHECK_OK(cuframes_publisher_add_side_data(publisher, CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL, cll, sizeof cll));
+    CHECK_OK(cuframes_publisher_add_side_data(publisher, CUFRAMES_SIDE_DATA_A53_CC, cc, sizeof cc));
+    CHECK_OK(cuframes_publisher_add_side_data(publisher, 4242, NULL, 0));
+    if (publish(publisher, &source, 1, 100) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK(cuframes_frame_get_side_data(frame, 0, &kind, &data, &size) == 1);
+    CHECK(kind == CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL && size == sizeof cll && memcmp(data, cll, size) == 0);
+    CHECK(cuframes_frame_get_side_data(frame, 1, &kind, &data, &size) == 1);
+    CHECK(kind == CUFRAMES_SIDE_DATA_A53_CC && size == sizeof cc && memcmp(data, cc, size) == 0);
+    CHECK(cuframes_frame_get_side_data(frame, 2, &kind, &data, &size) == 1);
+    CHECK(kind == 4242 && size == 0);
+    kind = 77;
+    CHECK(cuframes_frame_get_side_data(frame, 3, &kind, &data, &size) == 0);
+    CHECK(kind == 77); /* untouched */
+    CHECK_STATUS(cuframes_frame_get_side_data(frame, 0, NULL, &data, &size), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cuframes_frame_release(frame));
+
+    /* The next frame has none of it. */
+    if (publish(publisher, &source, 2, 200) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK(cuframes_frame_get_side_data(frame, 0, &kind, &data, &size) == 0);
+    CHECK_OK(cuframes_frame_release(frame));
+
+    /* Too much, kind 0, kinds above 16 bits, NULL data with a size, NULL handle. */
+    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, CUFRAMES_SIDE_DATA_SEI_UNREGISTERED, big, sizeof big),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "does not fit") != NULL);
+    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, 0, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, 65536, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, 3, NULL, 4), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_add_side_data(NULL, 3, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_frame_get_side_data(NULL, 0, &kind, &data, &size), CUFRAMES_ERR_INVALID_ARGUMENT);
+    source_free(&source);
+    cuframes_subscriber_destroy(subscriber);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
 /* cuframes_list_keys finds a live publisher with its stream; sizes and errors. */
 static int test_list_keys(void) {
     char key[64];
@@ -877,6 +937,7 @@ int main(int argc, char **argv) {
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
         {"auto_copy_holds_more_than_the_ring", test_auto_copy_holds_more_than_the_ring},
         {"frame_props", test_frame_props},
+        {"side_data", test_side_data},
         {"list_keys", test_list_keys},
         {"frame_outlives_subscriber", test_frame_outlives_subscriber},
         {"flush_waits_for_held_frames", test_flush_waits_for_held_frames},

@@ -437,7 +437,7 @@ selected formats && {
 # NVDEC decode and of the subscriber, compared line by line.
 props_of() {
     local fields='s/.* n: *\([0-9]*\) .*duration_time:\([^ ]*\) .*fmt:\([^ ]*\) cl:\([^ ]*\) sar:\([^ ]*\) s:\([^ ]*\) i:\([^ ]*\) .*/n=\1 dur=\2 fmt=\3 cl=\4 sar=\5 s=\6 i=\7/p'
-    { sed -n "$fields" "$1"; grep -o 'color_range:.*\|side data - .*' "$1"; } >"$2"
+    { sed -n "$fields" "$1"; grep -o 'color_range:.*\|side data - .*\|UUID=.*\|User Data=.*' "$1"; } >"$2"
 }
 nvdec_props() {
     local clip=$1 t=$SECONDS ok=1

@@ -538,6 +538,85 @@ props() {
     result "props: $name" $ok "($(head -c 120 "$d/sub.tags" 2>/dev/null), $((SECONDS - t)) s)"
 }
 
+# ---------------------------------------------------------------- side data
+# side_data NAME CLIP WANT: the side data a decoder attaches to the frames of CLIP
+# (HDR mastering display, content light level, user-data SEI, A/53 captions; WANT
+# names one that must be there, or the test proves nothing) reaches the subscriber
+# as a direct decode gives it: showinfo's side-data lines, frame by frame. And an
+# encoder (libx264) fed by the subscriber writes the same metadata into its stream
+# as one fed by the decoder (ffprobe, first frame).
+side_data() {
+    local name=$1 clip=$2 want=$3 t=$SECONDS ok=1
+    local d="$WORK/side-$name"
+    mkdir -p "$d"
+    ff 60 -i "$clip" -vf showinfo -f null - 2>"$d/ref.err" || { echo "  direct decode failed"; ok=0; }
+    ff 60 -i "$clip" -c:v libx264 -preset ultrafast -y "$d/ref.mkv" 2>"$d/ref-enc.err" || ok=0
+    newkey
+    bg 60 /dev/null "$d/pub.err" -i "$clip" -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
+    local pub=$BGPID
+    bg 60 /dev/null "$d/enc.err" -f cuframes -i "$KEY" -c:v libx264 -preset ultrafast -y "$d/sub.mkv"
+    local enc=$BGPID
+    ff 60 -f cuframes -i "$KEY" -vf showinfo -f null - 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
+    waitrc $enc || { echo "  encoding subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    local side
+    for side in ref sub; do
+        sed -n 's/.* n: *\([0-9]*\) .*/frame \1/p; s/.*\(side data - .*\|UUID=.*\|User Data=.*\)/  \1/p' \
+            "$d/$side.err" >"$d/$side.sd"
+    done
+    if ! grep -q "$want" "$d/ref.sd"; then
+        echo "  the direct decode shows no '$want' side data: the test would prove nothing"
+        ok=0
+    elif ! diff -u "$d/ref.sd" "$d/sub.sd" >"$d/sd.diff"; then
+        echo "  side data differ (direct decode vs subscriber):"
+        head -n 12 "$d/sd.diff" | sed 's/^/    /'
+        ok=0
+    fi
+    local probe="${FFMPEG%ffmpeg}ffprobe"
+    if [ -x "$probe" ]; then
+        for side in ref sub; do
+            "$probe" -v error -select_streams v:0 -read_intervals '%+#1' -show_frames \
+                -show_entries frame=color_range,color_space,color_primaries,color_transfer:side_data \
+                "$d/$side.mkv" 2>&1 | grep -v '^User Data\|^UUID' >"$d/$side.probe"
+        done
+        if ! diff -u "$d/ref.probe" "$d/sub.probe" >"$d/probe.diff"; then
+            echo "  the encoded streams differ in their metadata:"
+            head -n 12 "$d/probe.diff" | sed 's/^/    /'
+            ok=0
+        fi
+    else
+        echo "  (no ffprobe beside $FFMPEG: encoded side data not compared)"
+    fi
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "side data: $name" $ok "($(grep -c 'side data' "$d/sub.sd") entries on $(grep -c '^frame' "$d/sub.sd") frames, $((SECONDS - t)) s)"
+}
+
+test_side_data() {
+    local d="$WORK/side-clips"
+    mkdir -p "$d"
+    local src=(-f lavfi -i "testsrc2=size=320x240:rate=25" -frames:v 10)
+    # HDR10: x264 writes mastering-display and content-light SEI (and its own
+    # user-data SEI on the first frame).
+    if ff 60 "${src[@]}" -c:v libx264 -preset ultrafast -pix_fmt yuv420p -color_range tv \
+        -colorspace bt2020nc -color_primaries bt2020 -color_trc smpte2084 \
+        -x264-params "mastering-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1):cll=1000,400" \
+        -y "$d/hdr10.mkv" 2>"$d/hdr10.err"; then
+        side_data hdr10-mastering-cll "$d/hdr10.mkv" "Mastering display"
+    else
+        show "$d/hdr10.err"
+        result "side data: hdr10-mastering-cll (making the clip)" 0
+    fi
+    # A/53 captions, a different pair per frame.
+    if ff 60 "${src[@]}" -c:v libx264 -preset ultrafast -pix_fmt yuv420p -bsf:v h264_mp4toannexb \
+        -f h264 -y "$d/plain.h264" 2>"$d/cc.err" &&
+        python3 tests/ffmpeg/a53-captions.py "$d/plain.h264" "$d/cc.h264" >>"$d/cc.err" 2>&1; then
+        side_data a53-captions "$d/cc.h264" "A53"
+    else
+        show "$d/cc.err"
+        result "side data: a53-captions (making the clip)" 0
+    fi
+}
+
 # ---------------------------------------------------------------- sources
 # `ffmpeg -sources cuframes` lists the live keys with their stream.
 test_sources() {
@@ -591,6 +670,7 @@ selected held && {
 selected many && test_many_at_once
 selected dropstart && test_drop_oldest_start
 selected loss && test_loss_is_reported
+selected sidedata && test_side_data
 selected props && {
     props sdr-bt709-limited "setparams=range=tv:color_primaries=bt709:color_trc=bt709:colorspace=bt709"
     props bt601-full "setparams=range=pc:color_primaries=smpte170m:color_trc=smpte170m:colorspace=smpte170m,setsar=sar=16/15"

@@ -8,7 +8,8 @@ use cuframes::{ErrorKind, FrameLease, PlanePtr};
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, try_ref, write_out};
 use crate::types::{
-    CUFRAMES_MAX_PLANES, cuframes_format, cuframes_frame_props, cuframes_memory, format_to_c, memory_to_c,
+    CUFRAMES_MAX_PLANES, cuframes_format, cuframes_frame_props, cuframes_memory, cuframes_side_data_kind,
+    format_to_c, memory_to_c,
 };
 
 /// A leased frame (opaque), from `cuframes_subscriber_next`; give it back
@@ -181,6 +182,44 @@ pub unsafe extern "C" fn cuframes_frame_get_props(
             Some(props) => {
                 // SAFETY: checked above; writable by the caller's contract.
                 unsafe { write_out(props_out, cuframes_frame_props::from_props(props)) };
+                1
+            }
+            None => 0,
+        }
+    })
+}
+
+/// Entry `index` of the frame's side data (`CUFRAMES_SIDE_DATA_*`, in the
+/// order the publisher added them): 1 and the out-parameters written, 0
+/// when the frame has no entry `index` (out-parameters untouched), negative
+/// on error. `*data_out` stays valid until the frame is released. Iterate
+/// from index 0 until 0 is returned.
+///
+/// # Safety
+///
+/// `frame` is NULL or a live frame; the out-parameters NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_frame_get_side_data(
+    frame: *const cuframes_frame,
+    index: usize,
+    kind_out: *mut cuframes_side_data_kind,
+    data_out: *mut *const u8,
+    size_out: *mut usize,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_frame_get_side_data", {
+        // SAFETY: NULL or a live frame, by the caller's contract.
+        let frame = try_c!(unsafe { try_ref(frame, "frame") });
+        try_c!(check_out(kind_out, "kind_out"));
+        try_c!(check_out(data_out, "data_out"));
+        try_c!(check_out(size_out, "size_out"));
+        match frame.lease.side_data().get(index) {
+            Some(entry) => {
+                // SAFETY: checked above; writable by the caller's contract.
+                unsafe {
+                    write_out(kind_out, cuframes_side_data_kind::from(entry.kind));
+                    write_out(data_out, entry.bytes.as_ptr());
+                    write_out(size_out, entry.bytes.len());
+                }
                 1
             }
             None => 0,

@@ -10,7 +10,7 @@ use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
 use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
 use crate::types::{
     CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_frame_props,
-    cuframes_memory, cuframes_slot, cuframes_stream_info, memory_to_c,
+    cuframes_memory, cuframes_side_data_kind, cuframes_slot, cuframes_stream_info, memory_to_c,
 };
 
 /// A publisher (opaque). Made by `cuframes_publisher_create`, freed by
@@ -423,6 +423,41 @@ pub unsafe extern "C" fn cuframes_publisher_set_frame_props(
             Some(try_c!(unsafe { *props }.to_props()))
         };
         publisher.inner.set_frame_props(props);
+        CUFRAMES_OK
+    })
+}
+
+/// Attaches side data (`CUFRAMES_SIDE_DATA_*`: HDR mastering display and
+/// content light level, HDR10+, A/53 captions, user-data SEI, timecodes) to
+/// the next frame published; it is cleared once that frame is out. `data`
+/// may be NULL when `size` is 0. `INVALID_ARGUMENT` for kind 0 or above
+/// 65535, and when the frame's side data would exceed
+/// `CUFRAMES_SIDE_DATA_CAPACITY` bytes (8 per entry included; the entries
+/// added before are kept).
+///
+/// # Safety
+///
+/// `publisher` is NULL or a live handle; `data` NULL or `size` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_publisher_add_side_data(
+    publisher: *mut cuframes_publisher,
+    kind: cuframes_side_data_kind,
+    data: *const u8,
+    size: usize,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_add_side_data", {
+        // SAFETY: NULL or a live handle, by the caller's contract.
+        let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
+        let bytes: &[u8] = if size == 0 {
+            &[]
+        } else {
+            // SAFETY: non-NULL is checked by try_slice; `size` readable bytes
+            // by the caller's contract.
+            try_c!(unsafe { try_slice(data, size, "data") })
+        };
+        let kind =
+            try_c!(u16::try_from(kind).map_err(|_| invalid(format!("side data kind {kind} is above 65535"))));
+        try_c!(publisher.inner.add_side_data(kind, bytes));
         CUFRAMES_OK
     })
 }

@@ -75,6 +75,38 @@ pub const CUFRAMES_COPY_AUTO: cuframes_copy_mode = 1;
 /// Always a private copy; the slot is released at once.
 pub const CUFRAMES_COPY_ALWAYS: cuframes_copy_mode = 2;
 
+/// Kinds of frame side data (`CUFRAMES_SIDE_DATA_*`; docs/c-api.md, "Side
+/// data"; payloads in docs/protocol-notes.md, D30). Other values 1..65535
+/// pass through uninterpreted.
+pub type cuframes_side_data_kind = u32;
+/// HDR mastering display colour volume: ten (i32 num, i32 den) rationals —
+/// primaries R, G, B (x, y), white point (x, y), min and max luminance —
+/// then i32 has_primaries, i32 has_luminance; 88 bytes, little-endian.
+pub const CUFRAMES_SIDE_DATA_MASTERING_DISPLAY: cuframes_side_data_kind = 1;
+/// Content light level: u32 MaxCLL, u32 MaxFALL (cd/m²); 8 bytes.
+pub const CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL: cuframes_side_data_kind = 2;
+/// ATSC A/53 closed captions: cc_data triplets.
+pub const CUFRAMES_SIDE_DATA_A53_CC: cuframes_side_data_kind = 3;
+/// User-data-unregistered SEI: 16-byte UUID, then the user data.
+pub const CUFRAMES_SIDE_DATA_SEI_UNREGISTERED: cuframes_side_data_kind = 4;
+/// SMPTE 12-M timecodes: u32 count (1..3), then the u32 timecodes; 16 bytes.
+pub const CUFRAMES_SIDE_DATA_S12M_TIMECODE: cuframes_side_data_kind = 5;
+/// HDR10+ dynamic metadata as its ITU-T T.35 message (SMPTE ST 2094-40).
+pub const CUFRAMES_SIDE_DATA_HDR10_PLUS: cuframes_side_data_kind = 6;
+/// Bytes of side data one frame carries at most (8 per entry included).
+pub const CUFRAMES_SIDE_DATA_CAPACITY: u32 = 4096;
+
+const _: () = {
+    use cuframes::side_data_kind as k;
+    assert!(CUFRAMES_SIDE_DATA_MASTERING_DISPLAY == k::MASTERING_DISPLAY as u32);
+    assert!(CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL == k::CONTENT_LIGHT_LEVEL as u32);
+    assert!(CUFRAMES_SIDE_DATA_A53_CC == k::A53_CC as u32);
+    assert!(CUFRAMES_SIDE_DATA_SEI_UNREGISTERED == k::SEI_UNREGISTERED as u32);
+    assert!(CUFRAMES_SIDE_DATA_S12M_TIMECODE == k::S12M_TIMECODE as u32);
+    assert!(CUFRAMES_SIDE_DATA_HDR10_PLUS == k::HDR10_PLUS as u32);
+    assert!(CUFRAMES_SIDE_DATA_CAPACITY as usize == cuframes::SIDE_DATA_CAPACITY);
+};
+
 /// How CUDA slots are shared between processes (`CUFRAMES_CUDA_SHARE_*`;
 /// docs/c-api.md, "Containers").
 pub type cuframes_cuda_share = u32;

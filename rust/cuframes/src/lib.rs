@@ -32,6 +32,7 @@ mod props;
 mod publisher;
 pub mod resources;
 pub mod shm;
+mod side_data;
 mod subscriber;
 mod testhook;
 pub mod wire;
@@ -47,6 +48,7 @@ pub use publisher::{
     DEFAULT_STARTUP_TIMEOUT_MS, PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats,
     SubscriberInfo,
 };
+pub use side_data::{SIDE_DATA_CAPACITY, SideData, kind as side_data_kind};
 pub use subscriber::{
     CopyMode, FrameLease, PlaneView, Subscriber, SubscriberConfig, SubscriberMode, SubscriberStats,
 };

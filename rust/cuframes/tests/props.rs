@@ -62,3 +62,139 @@ fn each_frame_carries_the_properties_it_was_published_with() {
         }
     }
 }
+
+/// Side data (decision 30) belongs to the one frame it was added for, crosses
+/// byte for byte to leases and copies alike, and is then gone.
+#[test]
+fn side_data_crosses_with_its_frame_only() {
+    use cuframes::{SIDE_DATA_CAPACITY, SideData, side_data_kind as kind};
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("side");
+    let mut cfg = config(&key, dir.path());
+    cfg.ring_size = 8; // the five frames stay in the ring until read
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut slots = Subscriber::connect(subscriber_config(&key, dir.path(), "slots")).unwrap();
+    let mut c = subscriber_config(&key, dir.path(), "copies");
+    c.copy = CopyMode::Always;
+    let mut copies = Subscriber::connect(c).unwrap();
+
+    let cll = SideData {
+        kind: kind::CONTENT_LIGHT_LEVEL,
+        bytes: [1000u32.to_le_bytes(), 400u32.to_le_bytes()].concat(),
+    };
+    let cc = SideData {
+        kind: kind::A53_CC,
+        bytes: vec![0xFC, 0x94, 0x2C, 0xFC, 0x80, 0x80],
+    };
+    let sei = SideData {
+        kind: kind::SEI_UNREGISTERED,
+        bytes: (0..=255u8).cycle().take(700).collect(),
+    };
+    let future = SideData {
+        kind: 0x7777,
+        bytes: vec![],
+    };
+    let frames: Vec<Vec<SideData>> = vec![
+        vec![cll.clone(), cc.clone()],
+        vec![],
+        vec![sei.clone(), future.clone(), cc.clone()],
+    ];
+    for entries in &frames {
+        for e in entries {
+            publisher.add_side_data(e.kind, &e.bytes).unwrap();
+        }
+        publish_pattern(&mut publisher);
+    }
+    // What does not fit is refused, the rest kept; cleared explicitly or by a frame.
+    publisher
+        .add_side_data(kind::SEI_UNREGISTERED, &vec![7; SIDE_DATA_CAPACITY - 24])
+        .unwrap();
+    let err = publisher.add_side_data(kind::A53_CC, &[1; 9]).unwrap_err();
+    assert_eq!(err.kind(), cuframes::ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("does not fit"), "{err}");
+    publisher.add_side_data(kind::A53_CC, &[1; 8]).unwrap();
+    publish_pattern(&mut publisher);
+    publisher.add_side_data(kind::A53_CC, &[2; 3]).unwrap();
+    publisher.clear_side_data();
+    publish_pattern(&mut publisher);
+    assert!(publisher.add_side_data(0, &[1]).is_err(), "kind 0 is reserved");
+
+    let full = vec![
+        SideData {
+            kind: kind::SEI_UNREGISTERED,
+            bytes: vec![7; SIDE_DATA_CAPACITY - 24],
+        },
+        SideData {
+            kind: kind::A53_CC,
+            bytes: vec![1; 8],
+        },
+    ];
+    let want: Vec<&[SideData]> = vec![&frames[0], &frames[1], &frames[2], &full, &[]];
+    for sub in [&mut slots, &mut copies] {
+        for (i, expected) in want.iter().enumerate() {
+            let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
+            assert_eq!(lease.side_data(), *expected, "seq {} (frame {i})", lease.seq());
+            assert!(lease_matches(&lease));
+        }
+        assert_eq!(sub.stats().side_data_rejected, 0);
+    }
+}
+
+/// A length in the slot descriptor that runs past the side-data area (a
+/// hostile or broken publisher) costs the frame its side data, nothing more.
+#[test]
+fn a_hostile_side_data_length_is_refused() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("side-hostile");
+    let mut cfg = config(&key, dir.path());
+    cfg.ring_size = 8;
+    let mut publisher = Publisher::create(cfg).unwrap();
+    let mut sub = Subscriber::connect(subscriber_config(&key, dir.path(), "victim")).unwrap();
+    publisher
+        .add_side_data(cuframes::side_data_kind::A53_CC, &[0xFC, 0x80, 0x80])
+        .unwrap();
+    let seq = publish_pattern(&mut publisher);
+    let slot = (seq % 8) as u64; // ring of 8: the frame's usual slot (decision 22)
+    let header = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/dev/shm/cuframes-{key}"))
+        .unwrap();
+    for (len, what) in [
+        (u64::MAX, "huge"),
+        (1 << 20, "past the area"),
+        (5, "cuts an entry"),
+    ] {
+        header
+            .write_all_at(&len.to_le_bytes(), 0x100 + slot * 192 + 0x88)
+            .unwrap();
+        let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
+        assert!(lease.side_data().is_empty(), "{what}");
+        assert!(lease_matches(&lease), "{what}: the pixels still arrive");
+        drop(lease);
+        publisher
+            .add_side_data(cuframes::side_data_kind::A53_CC, &[0xFC, 0x80, 0x80])
+            .unwrap();
+        let seq = publish_pattern(&mut publisher);
+        assert_eq!(seq % 8, (slot + 1) % 8, "the next frame's slot");
+        let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(
+            lease.side_data().len(),
+            1,
+            "{what}: a good frame after it keeps its own"
+        );
+        drop(lease);
+        publisher
+            .add_side_data(cuframes::side_data_kind::A53_CC, &[0xFC, 0x80, 0x80])
+            .unwrap();
+        // Back to the hostile slot for the next round.
+        while publish_pattern(&mut publisher) % 8 != slot {
+            let _ = sub.next(Some(Duration::from_secs(5))).unwrap();
+            publisher
+                .add_side_data(cuframes::side_data_kind::A53_CC, &[0xFC, 0x80, 0x80])
+                .unwrap();
+        }
+    }
+    assert_eq!(sub.stats().side_data_rejected, 3);
+}

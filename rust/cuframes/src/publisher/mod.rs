@@ -25,6 +25,8 @@ use crate::props::FrameProps;
 use crate::resources::{KeyClaim, KeyPaths};
 use crate::shm::header::ShmHeader;
 use crate::shm::ring::{SlotState, choose_slot};
+use crate::shm::side_area::SideArea;
+use crate::side_data::{self, SIDE_DATA_CAPACITY};
 use crate::wire::layout::{
     FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
     POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader,
@@ -218,6 +220,9 @@ pub struct Publisher {
     acquired: Option<usize>,
     /// Properties given to every frame from now on (decision 29).
     props: Option<FrameProps>,
+    /// The side-data area (decision 30) and the next frame's side data, encoded.
+    side_area: SideArea,
+    pending_side_data: Vec<u8>,
     stats: PublisherStats,
     claim: KeyClaim,
 }
@@ -297,6 +302,7 @@ impl Publisher {
         // the control thread checks every peer's credentials anyway.
         crate::resources::secure_socket(&paths.socket, group)?;
         let registry = Arc::new(Registry::new(&config.key, header));
+        let (side_area, side_fd) = SideArea::create(&config.key)?;
         let control_stats = Arc::new(ControlStats::default());
         let control = ControlThread::spawn(ControlSetup {
             listener,
@@ -309,7 +315,7 @@ impl Publisher {
                 early_fds: 0,
             },
             shared_fds: pool.shared_fds()?,
-            early_fds: early_fds(&paths.shm_name, pool.as_ref())?,
+            early_fds: early_fds(&paths.shm_name, pool.as_ref(), side_fd)?,
             handshake_timeout: config.handshake_timeout,
             stats: control_stats.clone(),
             owner_uid: nix::unistd::geteuid().as_raw(),
@@ -330,6 +336,8 @@ impl Publisher {
             next_seq: 1,
             acquired: None,
             props: None,
+            side_area,
+            pending_side_data: Vec::new(),
             stats: PublisherStats::default(),
             claim,
         })
@@ -355,6 +363,20 @@ impl Publisher {
     /// subscriber's encoder reads); None: none (decision 29).
     pub fn set_frame_props(&mut self, props: Option<FrameProps>) {
         self.props = props;
+    }
+
+    /// Attaches side data (HDR metadata, captions, SEI, timecodes: see
+    /// [`crate::side_data_kind`]) to the next frame published; it is cleared
+    /// once that frame is out (decision 30). A frame carries at most
+    /// [`crate::SIDE_DATA_CAPACITY`] bytes of it (8 per entry included);
+    /// what would not fit is refused with INVALID_ARGUMENT, the rest kept.
+    pub fn add_side_data(&mut self, kind: u16, bytes: &[u8]) -> Result<()> {
+        side_data::append(&mut self.pending_side_data, kind, bytes, SIDE_DATA_CAPACITY)
+    }
+
+    /// Drops the side data added for the next frame.
+    pub fn clear_side_data(&mut self) {
+        self.pending_side_data.clear();
     }
 
     /// Where the slots live.
@@ -679,7 +701,10 @@ impl Publisher {
         let mut table = self.registry.lock();
         table.required[slot] = self.registry.active();
         let props = self.props.map_or([0; 3], FrameProps::to_words);
-        header.publish_slot(slot, seq, pts_ns, self.layout.size() as u64, props);
+        self.side_area.write(slot, &self.pending_side_data);
+        let side_len = self.pending_side_data.len() as u64;
+        header.publish_slot(slot, seq, pts_ns, self.layout.size() as u64, props, side_len);
+        self.pending_side_data.clear();
         self.slot_seqs[slot] = seq;
         self.registry.set_published(seq);
         for sub in table.subs.iter().flatten() {
@@ -726,12 +751,18 @@ impl Backoff {
 
 /// What a subscriber that asks (HELLO_REQ `EARLY_FDS`) gets before
 /// SUBSCRIBE: the shared header, then the slots when they are shared as
-/// descriptors. The header goes as a new open file description, not the
-/// publisher's own: that one carries the lock whose holder marks the key
-/// live, and a subscriber keeping a copy would keep a dead key "live".
-fn early_fds(shm_name: &str, pool: &dyn SlotPool) -> Result<Vec<(u32, std::os::fd::OwnedFd)>> {
+/// descriptors, and the side-data area. The header goes as a new open file
+/// description, not the publisher's own: that one carries the lock whose
+/// holder marks the key live, and a subscriber keeping a copy would keep a
+/// dead key "live".
+fn early_fds(
+    shm_name: &str,
+    pool: &dyn SlotPool,
+    side_data: std::os::fd::OwnedFd,
+) -> Result<Vec<(u32, std::os::fd::OwnedFd)>> {
     let mut fds = vec![(fd_purpose::HEADER, ShmHeader::open_for_sharing(shm_name)?)];
     fds.extend(pool.early_fds()?);
+    fds.push((fd_purpose::SIDE_DATA, side_data));
     Ok(fds)
 }
 

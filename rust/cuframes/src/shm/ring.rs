@@ -41,9 +41,19 @@ impl ShmHeader {
 
     /// Seqlock writer step 2 (spec §5 steps 3-4): the slot's fields, its seq
     /// and `global_seq`, the last two with Release.
-    pub(crate) fn publish_slot(&self, slot: usize, seq: u64, pts_ns: i64, written: u64, props: [u64; 3]) {
+    pub(crate) fn publish_slot(
+        &self,
+        slot: usize,
+        seq: u64,
+        pts_ns: i64,
+        written: u64,
+        props: [u64; 3],
+        side_data_len: u64,
+    ) {
         self.slot_field(slot, offsets::SLOT_PTS)
             .store(pts_ns as u64, Ordering::Relaxed);
+        self.slot_field(slot, offsets::SLOT_SIDE_DATA)
+            .store(side_data_len, Ordering::Relaxed);
         for (i, word) in props.into_iter().enumerate() {
             self.slot_field(slot, offsets::SLOT_PROPS + 8 * i)
                 .store(word, Ordering::Relaxed);
@@ -112,8 +122,6 @@ impl ShmHeader {
             .min()
     }
 
-    /// The seq now in slot `slot`, read after the frame data (seqlock
-    /// reader: Acquire fence, then the load).
     /// The frame-property words of slot `slot` (decision 29), read between
     /// the seq and `seq_after_read` like the other fields.
     pub(crate) fn props_words(&self, slot: usize) -> [u64; 3] {
@@ -123,6 +131,15 @@ impl ShmHeader {
         })
     }
 
+    /// Bytes of slot `slot`'s side data (decision 30; untrusted), read
+    /// between the seq and `seq_after_read` like the other fields.
+    pub(crate) fn side_data_len(&self, slot: usize) -> u64 {
+        self.slot_field(slot, offsets::SLOT_SIDE_DATA)
+            .load(Ordering::Relaxed)
+    }
+
+    /// The seq now in slot `slot`, read after the frame data (seqlock
+    /// reader: Acquire fence, then the load).
     pub(crate) fn seq_after_read(&self, slot: usize) -> u64 {
         fence(Ordering::Acquire);
         self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Relaxed)

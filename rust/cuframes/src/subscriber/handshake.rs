@@ -19,6 +19,7 @@ use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
 use crate::resources::KeyPaths;
 use crate::shm::header::{ShmHeader, validate_header, validate_meta};
 use crate::shm::region::Access;
+use crate::shm::side_area::SideArea;
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
 use crate::wire::message::{HelloAccept, HelloReq, Message, fd_purpose, hello_flags, msg_type};
 
@@ -88,6 +89,11 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     // CUDA memory is mapped before SUBSCRIBE (decision 23): making a CUDA
     // context takes seconds on a busy host, and the publisher counts a
     // subscriber's start-up time from its admission.
+    // Side data (decision 30) from publishers that have an area.
+    let side = take_fd(&mut early, fd_purpose::SIDE_DATA)
+        .map(|fd| SideArea::open(&fd, &key))
+        .transpose()?;
+
     let cuda_share = CudaShare::from_wire(info.meta.memory_kind).filter(|_| info.memory == MemoryKind::Cuda);
     if cuda_share == Some(CudaShare::Ipc) && publisher.pid == 0 {
         // SO_PEERCRED reports pid 0 for a peer outside our PID namespace:
@@ -182,6 +188,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         bit: resp.assigned_bit,
         overwritten: AtomicU64::new(0),
         spare: Mutex::new(Vec::new()),
+        side,
     });
     let strict = info.policy == crate::wire::layout::POLICY_STRICT_WAIT;
     Ok(Reader {
@@ -197,6 +204,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         dropped: 0,
         copied: 0,
         torn: 0,
+        side_data_rejected: 0,
         dropped_before_last: 0,
         copy: config.copy,
         strict,

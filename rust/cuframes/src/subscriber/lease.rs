@@ -9,6 +9,8 @@ use crate::format::FrameLayout;
 use crate::memory::{LocalFrame, MemoryKind, PlanePtr, SlotMapping};
 use crate::props::FrameProps;
 use crate::shm::header::ShmHeader;
+use crate::shm::side_area::SideArea;
+use crate::side_data::SideData;
 
 /// What a subscriber and its leases share: the mapped header and slots,
 /// and the private buffers of copied frames. Kept alive by every
@@ -26,6 +28,8 @@ pub(crate) struct Ring {
     pub overwritten: AtomicU64,
     /// Private buffers not in use (decision 25).
     pub spare: Mutex<Vec<LocalFrame>>,
+    /// The side-data area (decision 30); None from publishers without one.
+    pub side: Option<SideArea>,
 }
 
 impl Ring {
@@ -75,6 +79,8 @@ pub struct FrameLease {
     copy: Option<LocalFrame>,
     /// Read with the slot's other fields (decision 29).
     pub(super) props: Option<FrameProps>,
+    /// Likewise (decision 30).
+    pub(super) side_data: Vec<SideData>,
     released: bool,
 }
 
@@ -110,6 +116,7 @@ impl FrameLease {
             lost_before,
             copy,
             props: None,
+            side_data: Vec::new(),
             released: false,
         }
     }
@@ -119,6 +126,14 @@ impl FrameLease {
     /// when it said nothing (decision 29).
     pub fn props(&self) -> Option<FrameProps> {
         self.props
+    }
+
+    /// The frame's side data (HDR metadata, captions, SEI, timecodes), as the
+    /// publisher attached it (decision 30). Empty when it attached none, or
+    /// when what it wrote was malformed (counted in
+    /// [`crate::SubscriberStats::side_data_rejected`]).
+    pub fn side_data(&self) -> &[SideData] {
+        &self.side_data
     }
 
     /// Frames published after the previous frame this subscriber handed out

@@ -143,6 +143,8 @@ pub struct SubscriberStats {
     /// Copies discarded because the publisher rewrote the slot while it was
     /// copied (counted in `dropped`).
     pub torn: u64,
+    /// Frames whose side data was malformed (handed out without it).
+    pub side_data_rejected: u64,
 }
 /// The TIMEOUT error of a `next` that waited `timeout` for nothing.
 fn no_frame(key: &str, timeout: Option<Duration>) -> Error {

@@ -16,6 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::memory::Completion;
 use crate::props::FrameProps;
 use crate::shm::header::HeaderInfo;
+use crate::side_data;
 use crate::wire::layout::{SEQ_INVALID, offsets};
 use crate::wire::message::Message;
 
@@ -35,6 +36,7 @@ pub(super) struct Reader {
     pub(super) dropped: u64,
     pub(super) copied: u64,
     pub(super) torn: u64,
+    pub(super) side_data_rejected: u64,
     /// `dropped` when the last frame was handed out.
     pub(super) dropped_before_last: u64,
     pub(super) copy: CopyMode,
@@ -78,6 +80,7 @@ impl Reader {
             overwritten: self.ring.overwritten.load(Ordering::Relaxed),
             copied: self.copied,
             torn: self.torn,
+            side_data_rejected: self.side_data_rejected,
         }
     }
 
@@ -232,6 +235,11 @@ impl Reader {
                 .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
                 .load(Ordering::Relaxed);
             let props = FrameProps::from_words(header.props_words(slot));
+            let side_len = header.side_data_len(slot);
+            let side_bytes = match (&ring.side, side_len) {
+                (_, 0) | (None, _) => Some(Vec::new()),
+                (Some(area), len) => area.read(slot, len),
+            };
             if header.seq_after_read(slot) != seq {
                 self.dropped += 1;
                 continue;
@@ -286,6 +294,10 @@ impl Reader {
             crate::testhook::abort_at("sub-holding-lease");
             let mut lease = FrameLease::new(ring.clone(), slot, lost_before, seq, pts, published, copy);
             lease.props = props;
+            match side_bytes.as_deref().map(side_data::decode) {
+                Some(Some(entries)) => lease.side_data = entries,
+                _ => self.side_data_rejected += 1,
+            }
             return Ok(Some(lease));
         }
         Ok(None)

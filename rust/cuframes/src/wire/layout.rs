@@ -110,8 +110,9 @@ pub struct SlotDescriptor {
     /// Extension (spec: reserved_a): CLOCK_MONOTONIC ns when the frame was
     /// published, for publish→receive latency; 0 = unknown.
     pub publish_mono_ns: u64,
-    /// Reserved, zero (rest of spec reserved_a).
-    pub reserved_a: [u8; 8],
+    /// Extension (spec: rest of reserved_a; decision 30): bytes of side data
+    /// of this slot's frame in the side-data area; 0 = none.
+    pub side_data_len: u64,
     /// Reserved, zero.
     pub reserved_b: [u8; 48],
 }
@@ -214,7 +215,7 @@ const _: () = {
     assert!(offset_of!(SlotDescriptor, mem_handle) == 0x20);
     assert!(offset_of!(SlotDescriptor, cuda_ptr_external) == 0x60);
     assert!(offset_of!(SlotDescriptor, publish_mono_ns) == 0x80);
-    assert!(offset_of!(SlotDescriptor, reserved_a) == 0x88);
+    assert!(offset_of!(SlotDescriptor, side_data_len) == 0x88);
     assert!(offset_of!(SlotDescriptor, reserved_b) == 0x90);
 };
 
@@ -324,7 +325,7 @@ impl SlotDescriptor {
             mem_handle: [0; 64],
             cuda_ptr_external: [0; 32],
             publish_mono_ns: 0,
-            reserved_a: [0; 8],
+            side_data_len: 0,
             reserved_b: [0; 48],
         }
     }
@@ -438,6 +439,8 @@ pub(crate) mod offsets {
     pub const SLOT_ACK: usize = offset_of!(SlotDescriptor, ack_bitmap);
     pub const SLOT_WRITTEN: usize = offset_of!(SlotDescriptor, written_bytes);
     pub const SLOT_PUBLISH_MONO: usize = offset_of!(SlotDescriptor, publish_mono_ns);
+    /// Extension (decision 30): bytes of the frame's side data.
+    pub const SLOT_SIDE_DATA: usize = offset_of!(SlotDescriptor, side_data_len);
     /// Extension (decision 29): three u64 words of frame properties.
     pub const SLOT_PROPS: usize = offset_of!(SlotDescriptor, reserved_b);
 

@@ -50,6 +50,9 @@ pub mod fd_purpose {
     pub const HEADER: u32 = 3;
     /// Extension (decision 28): the CUDA fence array (one u64 per slot).
     pub const CUDA_FENCES: u32 = 4;
+    /// Extension (decision 30): the side-data area, a sealed memfd (before
+    /// SUBSCRIBE, to subscribers that asked).
+    pub const SIDE_DATA: u32 = 5;
     /// Extension (decision 27): CUDA slot `n`, exported as a file
     /// descriptor, is purpose `CUDA_SLOT_0 + n`.
     pub const CUDA_SLOT_0: u32 = 0x100;
