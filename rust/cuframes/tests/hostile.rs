@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use cuframes::wire::*;
-use cuframes::{ErrorKind, Publisher, shm};
+use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode, shm};
 use proptest::prelude::*;
 
 fn arb_message() -> impl Strategy<Value = Message> {
@@ -480,6 +480,36 @@ fn forged_bookkeeping_is_ignored_by_the_publisher() {
     assert!(lease_matches(&lease));
     lease.release().unwrap();
     assert_eq!(publisher.stats().ack_timeouts, 0);
+}
+
+/// A forged `global_seq` far ahead of the ring (any subscriber can write it)
+/// neither sends another subscriber past the frames still to come nor
+/// inflates its loss count (decision 14): it waits for the real next frame.
+#[test]
+fn a_forged_global_seq_does_not_strand_a_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("forge-global");
+    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let file = open_header_file(&key);
+    for mode in [SubscriberMode::Sequential, SubscriberMode::Latest] {
+        let mut c = subscriber_config(&key, dir.path(), "victim");
+        c.mode = mode;
+        let mut victim = Subscriber::connect(c).unwrap();
+        let next = publisher.next_seq();
+        write_u64(&file, offsets::GLOBAL_SEQ, 1 << 60);
+        let err = victim.next(Some(Duration::from_millis(50))).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Timeout,
+            "{mode:?}: nothing was published: {err}"
+        );
+        publish_pattern(&mut publisher);
+        let lease = victim.next(SECOND).unwrap();
+        assert_eq!(lease.seq(), next, "{mode:?}: the real next frame");
+        assert!(lease_matches(&lease));
+        drop(lease);
+        assert_eq!(victim.stats().dropped, 0, "{mode:?}: nothing lost");
+    }
 }
 
 /// Random bytes scribbled over a live header while a strict-wait publisher

@@ -114,6 +114,15 @@ impl ShmHeader {
             .find(|&slot| self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire) == seq)
     }
 
+    /// The newest frame in the ring, if any: a bound for `global_seq`, which
+    /// any subscriber can overwrite (decision 14).
+    pub(crate) fn newest_in_ring(&self, ring_size: usize) -> Option<u64> {
+        (0..ring_size)
+            .map(|slot| self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire))
+            .filter(|&seq| seq != SEQ_INVALID)
+            .max()
+    }
+
     /// The oldest frame still in the ring that is `from` or newer.
     pub(crate) fn oldest_from(&self, from: u64, ring_size: usize) -> Option<u64> {
         (0..ring_size)

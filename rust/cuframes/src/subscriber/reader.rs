@@ -203,6 +203,13 @@ impl Reader {
         if global == SEQ_INVALID || global < self.next_seq {
             return Ok(None);
         }
+        // Any subscriber can write global_seq: believe it no further than the
+        // newest frame actually in the ring (decision 14), or a forged value
+        // would send us past every frame the publisher will ever publish.
+        let global = global.min(header.newest_in_ring(ring.ring_size).unwrap_or(0));
+        if global < self.next_seq {
+            return Ok(None);
+        }
         if self.mode == SubscriberMode::Latest && global > self.next_seq {
             // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
             for slot in 0..ring.ring_size {
