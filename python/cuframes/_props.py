@@ -101,7 +101,8 @@ def frame_side_data(lib: ctypes.CDLL, handle: int) -> Tuple[SideData, ...]:
                                                   ctypes.byref(size))
         if status == 0:
             return tuple(entries)
-        _lib.check(status)
+        if status != 1:
+            _lib.check(status)
         payload = ctypes.string_at(data, size.value) if size.value else b""
         try:
             k: int = SideDataKind(kind.value)
