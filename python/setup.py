@@ -3,9 +3,9 @@ is all a user does (pyproject.toml holds the metadata).
 
 From a source checkout (../Cargo.toml beside this directory) the build runs
 `cargo build --release -p cuframes-capi` and puts the shared library into
-the package as `cuframes/libcuframes.so.0`, where the bindings look first.
+the package as `cuframes/libcuframes.so.0.2`, where the bindings look first.
 Building needs a Rust toolchain (cargo); installing the wheel needs nothing.
-`CUFRAMES_WHEEL_LIBRARY=/path/to/libcuframes.so.0` bundles a library built
+`CUFRAMES_WHEEL_LIBRARY=/path/to/libcuframes.so.0.2` bundles a library built
 elsewhere instead, and `CUFRAMES_WHEEL_LIBRARY=none` builds a pure-Python
 package that finds an installed libcuframes at run time.
 
@@ -29,7 +29,8 @@ except ImportError:  # pragma: no cover - setuptools >= 70 ships its own
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-LIBRARY = "libcuframes.so.0"
+# The SONAME (rust/cuframes-capi/build.rs), the name cuframes/_lib.py looks for.
+LIBRARY = "libcuframes.so.0.2"
 
 
 def _library_to_bundle():
@@ -45,7 +46,7 @@ def _library_to_bundle():
     if not os.path.isfile(manifest):
         raise SystemExit(
             "cuframes: no Rust workspace at %s to build libcuframes from; set "
-            "CUFRAMES_WHEEL_LIBRARY to a built libcuframes.so.0 (or to 'none')" % REPO
+            "CUFRAMES_WHEEL_LIBRARY to a built libcuframes.so.0.2 (or to 'none')" % REPO
         )
     cargo = shutil.which("cargo")
     if not cargo:

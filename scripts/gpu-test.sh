@@ -39,8 +39,8 @@ for line in sys.stdin:
     local prefix=$PWD/target/gpu-stage-prefix
     rm -rf "$prefix"
     scripts/install.sh --prefix "$prefix" >/dev/null
-    cp -L "$prefix/lib/libcuframes.so.0" "$stage/lib/libcuframes.so.0"
-    ln -sf libcuframes.so.0 "$stage/lib/libcuframes.so"
+    cp -L "$prefix/lib/libcuframes.so.0.2" "$stage/lib/libcuframes.so.0.2"
+    ln -sf libcuframes.so.0.2 "$stage/lib/libcuframes.so"
     # shellcheck disable=SC2046 # pkg-config output is a list of flags
     cc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -I"$prefix/include" tests/c/test_cuda.c \
         -o "$stage/tests/test_cuda" "$prefix/lib/libcuframes.a" \
@@ -49,7 +49,7 @@ for line in sys.stdin:
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/cuda_crash" "$stage/tests/backends" \
         "$stage/tests/test_cuda" \
-        "$stage/lib/libcuframes.so.0"
+        "$stage/lib/libcuframes.so.0.2"
     # The patched FFmpeg (libcuframes linked in) and the one library it needs that
     # the GPU machine's image may lack.
     scripts/build-ffmpeg.sh
@@ -123,7 +123,7 @@ run() {
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
         python) if [ -f scripts/gpu/python.sh ]; then
-            part "Python CUDA tests" python.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0" \
+            part "Python CUDA tests" python.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0.2" \
                 CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/python.sh
         else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
         profile) part "Subscriber CPU profile" profile.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \

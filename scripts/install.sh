@@ -2,7 +2,7 @@
 # Builds the C library (release) and installs it under a prefix:
 #   PREFIX/include/cuframes.h
 #   PREFIX/lib/libcuframes.a
-#   PREFIX/lib/libcuframes.so.X.Y.Z, libcuframes.so.X (SONAME), libcuframes.so
+#   PREFIX/lib/libcuframes.so.X.Y.Z, libcuframes.so.X (SONAME; 0.Y before 1.0), libcuframes.so
 #   PREFIX/lib/pkgconfig/cuframes.pc
 # Usage: scripts/install.sh --prefix DIR
 set -euo pipefail
@@ -33,17 +33,25 @@ target=${CARGO_TARGET_DIR:-target}/release
 id=$(cargo pkgid --locked -p cuframes-capi)
 version=${id##*#}
 version=${version##*@}
+# The SONAME's series, as rust/cuframes-capi/build.rs sets it: the major
+# version, or 0.minor before 1.0 (Cargo's rule: 0.1 and 0.2 are incompatible).
 major=${version%%.*}
+if [ "$major" = 0 ]; then
+    minor=${version#*.}
+    series=0.${minor%%.*}
+else
+    series=$major
+fi
 
 install -d "$prefix/include" "$prefix/lib/pkgconfig"
 install -m 0644 include/cuframes.h "$prefix/include/cuframes.h"
 install -m 0644 "$target/libcuframes_capi.a" "$prefix/lib/libcuframes.a"
 install -m 0755 "$target/libcuframes_capi.so" "$prefix/lib/libcuframes.so.$version"
-ln -sfn "libcuframes.so.$version" "$prefix/lib/libcuframes.so.$major"
-ln -sfn "libcuframes.so.$major" "$prefix/lib/libcuframes.so"
+ln -sfn "libcuframes.so.$version" "$prefix/lib/libcuframes.so.$series"
+ln -sfn "libcuframes.so.$series" "$prefix/lib/libcuframes.so"
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" \
     rust/cuframes-capi/cuframes.pc.in >"$prefix/lib/pkgconfig/cuframes.pc"
 chmod 0644 "$prefix/lib/pkgconfig/cuframes.pc"
 
 echo "installed cuframes $version (C API) into $prefix:"
-echo "  include/cuframes.h  lib/libcuframes.a  lib/libcuframes.so.$version (+ .so.$major, .so)  lib/pkgconfig/cuframes.pc"
+echo "  include/cuframes.h  lib/libcuframes.a  lib/libcuframes.so.$version (+ .so.$series, .so)  lib/pkgconfig/cuframes.pc"

@@ -3,8 +3,10 @@
 # scratch prefix (scripts/install.sh), builds the tests in tests/c/ against
 # the installed header and library only (pkg-config), as C99 and as C++17,
 # runs them (test_cuda covers the CUDA path where a GPU is usable and the
-# fallbacks where not), links one statically against libcuframes.a (pkg-config
-# --static), and runs one under valgrind when it is installed.
+# fallbacks where not; test_abi is compiled against the frozen header of the
+# first struct layout, tests/c/abi/, as a program built against an older
+# header), links one statically against libcuframes.a (pkg-config --static),
+# and runs one under valgrind when it is installed.
 # Prints "C-API: N passed, M failed" last; exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -99,7 +101,7 @@ check() { # description, command...
     fi
 }
 
-for test in test_capi test_two_process test_cuda; do
+for test in test_capi test_two_process test_cuda test_abi; do
     # shellcheck disable=SC2086 # pkg-config output is a list of flags
     build "$test (C99)" "$CC" "${c_flags[@]}" "${define[@]}" $cflags tests/c/$test.c \
         -o "$bin/$test-c" $libs &&
@@ -113,7 +115,17 @@ done
 needs() { # binary, library: whether the binary records a NEEDED entry for it
     readelf -d "$1" | grep -q "NEEDED.*\[$2\]"
 }
-check "shared link records the SONAME libcuframes.so.0" needs "$bin/test_capi-c" libcuframes.so.0
+# The SONAME: libcuframes.so.<major>, or .so.0.<minor> before 1.0 (build.rs).
+minor=${version#*.}
+soname=libcuframes.so.${version%%.*}
+[ "${version%%.*}" = 0 ] && soname=libcuframes.so.0.${minor%%.*}
+check "shared link records the SONAME $soname" needs "$bin/test_capi-c" "$soname"
+check "installed $soname is the library's SONAME" bash -c \
+    "readelf -d '$prefix/lib/$soname' | grep -q 'SONAME.*\[$soname\]'"
+# A program built against 0.1 (no struct_size) cannot bind to this library:
+# the 0.1 _config_init symbols, whose structs had no size, are gone.
+check "no 0.1 _config_init symbols" bash -c \
+    "! nm -D --defined-only '$prefix/lib/$soname' | grep -qE ' cuframes_(publisher|subscriber)_config_init\$'"
 
 # Static: a prefix with the archive alone, so -lcuframes can only mean
 # libcuframes.a, and the link line is exactly pkg-config --static's.

@@ -49,7 +49,7 @@ from ._subscriber import StreamInfo, Subscriber, SubscriberStats
 from ._publisher import Publisher, Slot
 from ._props import SIDE_DATA_CAPACITY, FrameProps, SideData, SideDataKind
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 PROTOCOL_VERSION = 1
 

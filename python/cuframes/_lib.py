@@ -2,7 +2,9 @@
 
 The structs below mirror include/cuframes.h field by field (the header is the
 contract, docs/c-api.md); ``_check_layout`` compares their sizes with the
-values the header implies on this platform.
+values the header implies on this platform. Each begins with ``struct_size``,
+which a new instance sets to its ``ctypes.sizeof`` (docs/c-api.md, "ABI
+policy"), as a C caller does with ``sizeof``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from ._errors import OK, LibraryNotFoundError, error_for
 
 MAX_PLANES = 4
 
+# The SONAME of the library series these bindings are for
+# (rust/cuframes-capi/build.rs; python/setup.py bundles it under this name).
+SONAME = "libcuframes.so.0.2"
+
 c_status = ctypes.c_int32
 c_format = ctypes.c_uint32
 c_memory = ctypes.c_uint32
@@ -26,8 +32,17 @@ c_policy = ctypes.c_uint32
 c_mode = ctypes.c_uint32
 
 
-class PublisherConfig(ctypes.Structure):
+class _Sized(ctypes.Structure):
+    """A struct of the C API: ``struct_size`` is set on creation."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class PublisherConfig(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("key", ctypes.c_char_p),
         ("format", c_format),
         ("width", ctypes.c_uint32),
@@ -46,11 +61,13 @@ class PublisherConfig(ctypes.Structure):
         ("cuda_device", ctypes.c_int32),
         ("startup_timeout_ms", ctypes.c_uint32),
         ("cuda_share", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
     ]
 
 
-class StreamInfo(ctypes.Structure):
+class StreamInfo(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("format", c_format),
         ("width", ctypes.c_uint32),
         ("height", ctypes.c_uint32),
@@ -63,11 +80,13 @@ class StreamInfo(ctypes.Structure):
         ("pitches", ctypes.c_size_t * MAX_PLANES),
         ("frame_size", ctypes.c_size_t),
         ("cuda_share", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
     ]
 
 
-class Slot(ctypes.Structure):
+class Slot(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("index", ctypes.c_uint32),
         ("memory", c_memory),
         ("plane_count", ctypes.c_uint32),
@@ -76,8 +95,9 @@ class Slot(ctypes.Structure):
     ]
 
 
-class SubscriberConfig(ctypes.Structure):
+class SubscriberConfig(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("key", ctypes.c_char_p),
         ("name", ctypes.c_char_p),
         ("mode", c_mode),
@@ -91,8 +111,9 @@ class SubscriberConfig(ctypes.Structure):
     ]
 
 
-class SubscriberStats(ctypes.Structure):
+class SubscriberStats(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("received", ctypes.c_uint64),
         ("dropped", ctypes.c_uint64),
         ("overwritten", ctypes.c_uint64),
@@ -103,8 +124,9 @@ class SubscriberStats(ctypes.Structure):
     ]
 
 
-class FrameProps(ctypes.Structure):
+class FrameProps(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("color_range", ctypes.c_uint8),
         ("color_primaries", ctypes.c_uint8),
         ("color_trc", ctypes.c_uint8),
@@ -119,8 +141,9 @@ class FrameProps(ctypes.Structure):
     ]
 
 
-class FrameInfo(ctypes.Structure):
+class FrameInfo(_Sized):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
         ("seq", ctypes.c_uint64),
         ("pts_ns", ctypes.c_int64),
         ("publish_mono_ns", ctypes.c_uint64),
@@ -148,7 +171,7 @@ _PROTOTYPES = {
     "cuframes_version": (ctypes.c_char_p, []),
     "cuframes_protocol_version": (ctypes.c_uint32, []),
     "cuframes_validate_key": (c_status, [ctypes.c_char_p]),
-    "cuframes_publisher_config_init": (None, [_P(PublisherConfig)]),
+    "cuframes_publisher_config_init_sized": (c_status, [_P(PublisherConfig), ctypes.c_size_t]),
     "cuframes_publisher_create": (c_status, [_P(PublisherConfig), _P(handle)]),
     "cuframes_publisher_get_info": (c_status, [handle, _P(StreamInfo)]),
     "cuframes_publisher_wait_subscribers": (c_status, [handle, ctypes.c_uint32, ctypes.c_uint32]),
@@ -169,7 +192,7 @@ _PROTOTYPES = {
     "cuframes_publisher_flush": (c_status, [handle, ctypes.c_uint32]),
     "cuframes_publisher_subscriber_count": (ctypes.c_uint32, [handle]),
     "cuframes_publisher_destroy": (None, [handle]),
-    "cuframes_subscriber_config_init": (None, [_P(SubscriberConfig)]),
+    "cuframes_subscriber_config_init_sized": (c_status, [_P(SubscriberConfig), ctypes.c_size_t]),
     "cuframes_subscriber_create": (c_status, [_P(SubscriberConfig), _P(handle)]),
     "cuframes_subscriber_get_info": (c_status, [handle, _P(StreamInfo)]),
     "cuframes_subscriber_next": (c_status, [handle, ctypes.c_int32, _P(handle)]),
@@ -202,7 +225,7 @@ def _candidates() -> List[Tuple[str, str]]:
         out.append(("package directory", path))
     # 2. The dynamic linker's own search: LD_LIBRARY_PATH, the ldconfig
     #    cache, /usr/lib ... (scripts/install.sh into a system prefix).
-    out.append(("dynamic linker search (LD_LIBRARY_PATH, ldconfig)", "libcuframes.so.0"))
+    out.append(("dynamic linker search (LD_LIBRARY_PATH, ldconfig)", SONAME))
     found = ctypes.util.find_library("cuframes")
     if found:
         out.append(("ctypes.util.find_library", found))
@@ -218,7 +241,7 @@ def _candidates() -> List[Tuple[str, str]]:
         except (OSError, subprocess.SubprocessError):
             libdir = ""
         if libdir:
-            out.append(("pkg-config libdir", os.path.join(libdir, "libcuframes.so.0")))
+            out.append(("pkg-config libdir", os.path.join(libdir, SONAME)))
     # 4. A source checkout (PYTHONPATH=python in the repository): the Cargo
     #    build of cuframes-capi.
     repo = os.path.dirname(os.path.dirname(here))
@@ -234,7 +257,7 @@ def _candidates() -> List[Tuple[str, str]]:
             )
     # 5. The prefixes the README uses.
     for prefix in ("/usr/local", "/opt/cuframes"):
-        out.append(("prefix " + prefix, os.path.join(prefix, "lib", "libcuframes.so.0")))
+        out.append(("prefix " + prefix, os.path.join(prefix, "lib", SONAME)))
     return out
 
 
@@ -291,13 +314,13 @@ def _check_layout() -> None:
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return
     expected = {
-        PublisherConfig: 104,
-        SubscriberConfig: 64,
+        PublisherConfig: 112,
+        SubscriberConfig: 72,
         StreamInfo: 88,
         Slot: 80,
-        SubscriberStats: 56,
-        FrameInfo: 168,
-        FrameProps: 24,
+        SubscriberStats: 64,
+        FrameInfo: 176,
+        FrameProps: 32,
     }
     for struct, size in expected.items():
         if ctypes.sizeof(struct) != size:  # pragma: no cover - a binding bug
@@ -350,6 +373,6 @@ def encode(text: Optional[str], what: str) -> Optional[bytes]:
 
 
 def version() -> str:
-    """The loaded libcuframes's version, e.g. ``"0.1.0"``."""
+    """The loaded libcuframes's version, e.g. ``"0.2.0"``."""
     return lib.cuframes_version().decode()
 

@@ -168,7 +168,7 @@ class Publisher:
         self._slot: Optional[Slot] = None
         self.key = key
         config = _lib.PublisherConfig()
-        _lib.lib.cuframes_publisher_config_init(ctypes.byref(config))
+        _lib.check(_lib.lib.cuframes_publisher_config_init_sized(ctypes.byref(config), ctypes.sizeof(config)))
         keep = [
             _lib.encode(key, "key"),
             _lib.encode(runtime_dir, "runtime_dir"),

@@ -150,7 +150,7 @@ class Subscriber:
         _ms(timeout, "timeout", True)
         self.sync_on_release = bool(sync_on_release)
         config = _lib.SubscriberConfig()
-        _lib.lib.cuframes_subscriber_config_init(ctypes.byref(config))
+        _lib.check(_lib.lib.cuframes_subscriber_config_init_sized(ctypes.byref(config), ctypes.sizeof(config)))
         keep = [_lib.encode(key, "key"), _lib.encode(name, "name"), _lib.encode(runtime_dir, "runtime_dir")]
         config.key, config.name, config.runtime_dir = keep
         config.mode = mode_code(mode)

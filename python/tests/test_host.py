@@ -621,3 +621,28 @@ def test_frame_props_cross_with_each_frame(key):
             pub.set_frame_props(hdr10._replace(color_trc=300))
         with pytest.raises(cuframes.InvalidArgumentError):
             pub.set_frame_props({"color_trc": 16})
+
+
+# --- struct_size (docs/c-api.md, "ABI policy") -----------------------------------
+
+
+def test_ctypes_structs_carry_their_size(key):
+    import ctypes
+
+    from cuframes import _lib
+
+    for struct in (_lib.PublisherConfig, _lib.SubscriberConfig, _lib.StreamInfo, _lib.Slot, _lib.SubscriberStats,
+                   _lib.FrameInfo, _lib.FrameProps):
+        assert struct().struct_size == ctypes.sizeof(struct), struct.__name__
+    config = _lib.PublisherConfig()
+    _lib.check(_lib.lib.cuframes_publisher_config_init_sized(ctypes.byref(config), ctypes.sizeof(config)))
+    assert config.struct_size == ctypes.sizeof(config) and config.ring_size == 4
+    with host_publisher(key) as pub:
+        # The library writes struct_size back: the bytes it filled.
+        raw = _lib.StreamInfo()
+        _lib.check(_lib.lib.cuframes_publisher_get_info(pub._live(), ctypes.byref(raw)))
+        assert raw.struct_size == ctypes.sizeof(raw) and raw.width == 64
+        raw.struct_size = 0  # not set: refused, with the fix in the message
+        status = _lib.lib.cuframes_publisher_get_info(pub._live(), ctypes.byref(raw))
+        with pytest.raises(cuframes.InvalidArgumentError, match="struct_size is 0"):
+            _lib.check(status)

@@ -39,6 +39,10 @@
 
 #define CHECK_OK(expr) CHECK_STATUS(expr, CUFRAMES_OK)
 
+/* A struct to pass to the library, its struct_size set to this header's
+ * sizeof (docs/c-api.md, "ABI policy"): `cuframes_frame_get_info(f, SIZED(info))`. */
+#define SIZED(var) ((var).struct_size = (uint32_t)sizeof(var), &(var))
+
 /* A failed call must leave a message. */
 #define CHECK_MESSAGE()                                                                    \
     CHECK(cuframes_last_error() != NULL && cuframes_last_error()[0] != '\0')

@@ -113,6 +113,7 @@ static int test_config_init_defaults(void) {
     memset(&p, 0xAB, sizeof p);
     memset(&s, 0xAB, sizeof s);
     cuframes_publisher_config_init(&p);
+    CHECK(p.struct_size == sizeof p && p.reserved == 0);
     CHECK(p.key == NULL && p.runtime_dir == NULL);
     CHECK(p.format == 0 && p.width == 0 && p.height == 0);
     CHECK(p.ring_size == 4);
@@ -125,14 +126,24 @@ static int test_config_init_defaults(void) {
     CHECK(p.cuda_device == -1);
     CHECK(p.startup_timeout_ms == 10000);
     cuframes_subscriber_config_init(&s);
+    CHECK(s.struct_size == sizeof s);
     CHECK(s.key == NULL && s.name == NULL && s.runtime_dir == NULL);
     CHECK(s.mode == CUFRAMES_MODE_SEQUENTIAL);
     CHECK(s.connect_timeout_ms == 30000);
     CHECK(s.cuda_context == NULL && s.cuda_stream == NULL);
     CHECK(s.cuda_device == -1);
     CHECK(s.copy == CUFRAMES_COPY_NEVER && s.read_ahead == 0);
+    CHECK(p.cuda_share == CUFRAMES_CUDA_SHARE_AUTO);
     cuframes_publisher_config_init(NULL); /* ignored */
     cuframes_subscriber_config_init(NULL);
+    /* The exported calls behind them: a size that is no layout writes nothing. */
+    memset(&p, 0xAB, sizeof p);
+    CHECK_STATUS(cuframes_publisher_config_init_sized(&p, 8), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "smaller than the first layout") != NULL);
+    CHECK(p.struct_size == 0xABABABABu);
+    CHECK_STATUS(cuframes_subscriber_config_init_sized(NULL, sizeof s), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cuframes_publisher_config_init_sized(&p, sizeof p));
+    CHECK(p.struct_size == sizeof p && p.ring_size == 4);
     return 0;
 }
 
@@ -187,7 +198,7 @@ static int test_publisher_bad_config(void) {
     config.fps_den = 1;
     CHECK_OK(cuframes_publisher_create(&config, &publisher));
     memset(&info, 0, sizeof info);
-    CHECK_OK(cuframes_publisher_get_info(publisher, &info));
+    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(info)));
     CHECK(info.ring_size == 4 && info.policy == CUFRAMES_POLICY_DROP_OLDEST);
     CHECK(info.memory == CUFRAMES_MEMORY_HOST && info.format == CUFRAMES_FORMAT_YUV420P);
     CHECK(info.width == 33 && info.height == 17 && info.plane_count == 3);
@@ -225,8 +236,8 @@ static int round_trip(cuframes_format format) {
 
     memset(&pinfo, 0, sizeof pinfo);
     memset(&sinfo, 0xCC, sizeof sinfo);
-    CHECK_OK(cuframes_publisher_get_info(publisher, &pinfo));
-    CHECK_OK(cuframes_subscriber_get_info(subscriber, &sinfo));
+    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(pinfo)));
+    CHECK_OK(cuframes_subscriber_get_info(subscriber, SIZED(sinfo)));
     CHECK(pinfo.format == sinfo.format && pinfo.width == sinfo.width &&
           pinfo.height == sinfo.height && pinfo.ring_size == sinfo.ring_size &&
           pinfo.policy == sinfo.policy && pinfo.memory == sinfo.memory &&
@@ -246,7 +257,7 @@ static int round_trip(cuframes_format format) {
         }
         CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
         memset(&info, 0, sizeof info);
-        CHECK_OK(cuframes_frame_get_info(frame, &info));
+        CHECK_OK(cuframes_frame_get_info(frame, SIZED(info)));
         CHECK(info.seq == seq);
         CHECK(info.pts_ns == pts);
         CHECK(info.publish_mono_ns != 0);
@@ -260,7 +271,7 @@ static int round_trip(cuframes_format format) {
     source_free(&source);
 
     memset(&stats, 0xFF, sizeof stats);
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
     CHECK(stats.received == 50 && stats.dropped == 0 && stats.overwritten == 0);
     CHECK(stats.publisher_shut_down == 0);
     CHECK_OK(cuframes_publisher_flush(publisher, 1000));
@@ -336,7 +347,7 @@ static int test_drop_oldest_overwrite_is_reported(void) {
     if (publish(publisher, &source, 3, 300) != 0) return 1;
     CHECK_OK(cuframes_frame_is_intact(held));
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
-    CHECK_OK(cuframes_frame_get_info(next, &info));
+    CHECK_OK(cuframes_frame_get_info(next, SIZED(info)));
     CHECK(info.seq == 3 && info.pts_ns == 300);
     if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
     /* Both slots held now: seq 4 overwrites the oldest, seq 1. */
@@ -344,7 +355,7 @@ static int test_drop_oldest_overwrite_is_reported(void) {
     CHECK_STATUS(cuframes_frame_is_intact(held), CUFRAMES_ERR_OVERWRITTEN);
     CHECK(strstr(cuframes_last_error(), "frame seq 1") != NULL);
     memset(&info, 0, sizeof info);
-    CHECK_OK(cuframes_frame_get_info(held, &info)); /* still answers, data may be torn */
+    CHECK_OK(cuframes_frame_get_info(held, SIZED(info))); /* still answers, data may be torn */
     CHECK(info.seq == 1);
     CHECK_STATUS(cuframes_frame_release(held), CUFRAMES_ERR_OVERWRITTEN);
     CHECK(strstr(cuframes_last_error(), "lapped the ring") != NULL);
@@ -353,11 +364,11 @@ static int test_drop_oldest_overwrite_is_reported(void) {
 
     /* The subscriber goes on with seq 4. */
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
-    CHECK_OK(cuframes_frame_get_info(next, &info));
+    CHECK_OK(cuframes_frame_get_info(next, SIZED(info)));
     CHECK(info.seq == 4);
     if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_release(next));
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
     CHECK(stats.received == 3 && stats.overwritten == 1 && stats.dropped == 1);
     source_free(&source);
     cuframes_subscriber_destroy(subscriber);
@@ -398,17 +409,17 @@ static int test_auto_copy_holds_more_than_the_ring(void) {
     for (int i = 0; i < FRAMES; i++) {
         if (publish(publisher, &source, (uint64_t)i + 1, i * 10) != 0) return 1;
         CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &held[i]));
-        CHECK_OK(cuframes_frame_get_info(held[i], &info));
+        CHECK_OK(cuframes_frame_get_info(held[i], SIZED(info)));
         CHECK(info.seq == (uint64_t)i + 1);
         slots += cuframes_frame_is_copy(held[i]) == 0;
     }
     CHECK(slots == 2); /* ring - ring / 2 slots held (one stays free), then copies */
     for (int i = 0; i < FRAMES; i++) {
-        CHECK_OK(cuframes_frame_get_info(held[i], &info));
+        CHECK_OK(cuframes_frame_get_info(held[i], SIZED(info)));
         if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 64, 32) != 0) return 1;
         CHECK_OK(cuframes_frame_release(held[i]));
     }
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
     CHECK(stats.received == FRAMES && stats.copied == FRAMES - 2 && stats.dropped == 0);
     CHECK(cuframes_publisher_subscriber_count(publisher) == 1); /* never dropped */
     CHECK_STATUS(cuframes_frame_is_copy(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
@@ -442,13 +453,13 @@ static int test_frame_outlives_subscriber(void) {
 
     cuframes_subscriber_destroy(subscriber);
     memset(&info, 0, sizeof info);
-    CHECK_OK(cuframes_frame_get_info(first, &info));
+    CHECK_OK(cuframes_frame_get_info(first, SIZED(info)));
     if (verify_frame(&info, CUFRAMES_FORMAT_YUV420P, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_release(first));
 
     /* Even the publisher may go: the memory stays mapped until the release. */
     cuframes_publisher_destroy(publisher);
-    CHECK_OK(cuframes_frame_get_info(second, &info));
+    CHECK_OK(cuframes_frame_get_info(second, SIZED(info)));
     CHECK(info.seq == 2);
     if (verify_frame(&info, CUFRAMES_FORMAT_YUV420P, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_is_intact(second));
@@ -513,7 +524,7 @@ static int test_wait_delivered_needs_take_not_release(void) {
     CHECK_OK(cuframes_publisher_wait_delivered(publisher, 1000));
     CHECK_STATUS(cuframes_publisher_flush(publisher, 20), CUFRAMES_ERR_TIMEOUT);
     cuframes_publisher_destroy(publisher);
-    CHECK_OK(cuframes_frame_get_info(second, &info));
+    CHECK_OK(cuframes_frame_get_info(second, SIZED(info)));
     CHECK(info.seq == 2);
     CHECK(verify_frame(&info, CUFRAMES_FORMAT_BGRA, 16, 8) == 0);
     CHECK_STATUS(cuframes_subscriber_next(subscriber, 1000, &first), CUFRAMES_ERR_DISCONNECTED);
@@ -545,11 +556,11 @@ static int test_latest_mode_skips_to_the_newest(void) {
     }
     source_free(&source);
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
-    CHECK_OK(cuframes_frame_get_info(frame, &info));
+    CHECK_OK(cuframes_frame_get_info(frame, SIZED(info)));
     CHECK(info.seq == 3);
     if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_release(frame));
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
     CHECK(stats.received == 1 && stats.dropped == 2);
     cuframes_subscriber_destroy(subscriber);
     cuframes_publisher_destroy(publisher);
@@ -622,12 +633,12 @@ static int test_acquire_commit_in_place(void) {
     CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
     subscriber_config(&sconfig, key);
     CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
-    CHECK_OK(cuframes_publisher_get_info(publisher, &info));
+    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(info)));
     CHECK_STATUS(cuframes_publisher_commit_slot(publisher, 0, &seq), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(seq == 0);
-    CHECK_OK(cuframes_publisher_acquire_slot(publisher, &slot));
+    CHECK_OK(cuframes_publisher_acquire_slot(publisher, SIZED(slot)));
     CHECK(slot.index == 1 && slot.memory == CUFRAMES_MEMORY_HOST && slot.plane_count == 3);
-    CHECK_STATUS(cuframes_publisher_acquire_slot(publisher, &slot), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_acquire_slot(publisher, SIZED(slot)), CUFRAMES_ERR_INVALID_ARGUMENT);
     count = geometry(CUFRAMES_FORMAT_YUV420P, 33, 17, planes);
     for (p = 0; p < count; p++) {
         CHECK(slot.planes[p] != NULL && slot.pitches[p] == info.pitches[p]);
@@ -641,7 +652,7 @@ static int test_acquire_commit_in_place(void) {
     CHECK_OK(cuframes_publisher_commit_slot(publisher, 99, &seq));
     CHECK(seq == 1);
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
-    CHECK_OK(cuframes_frame_get_info(frame, &frame_info));
+    CHECK_OK(cuframes_frame_get_info(frame, SIZED(frame_info)));
     CHECK(frame_info.seq == 1 && frame_info.pts_ns == 99);
     CHECK(verify_frame(&frame_info, CUFRAMES_FORMAT_YUV420P, 33, 17) == 0);
     CHECK_OK(cuframes_frame_release(frame));
@@ -689,7 +700,7 @@ static int test_publisher_destroy_disconnects(void) {
     CHECK(strstr(cuframes_last_error(), "shut down") != NULL);
     CHECK_STATUS(cuframes_subscriber_next(subscriber, -1, &frame), CUFRAMES_ERR_DISCONNECTED);
     memset(&stats, 0, sizeof stats);
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
     CHECK(stats.publisher_shut_down == 1);
     cuframes_subscriber_destroy(subscriber);
     /* The key is free again. */
@@ -747,7 +758,7 @@ static int test_null_handles(void) {
     cuframes_frame_info frame_info;
     cuframes_frame *frame = SENTINEL(cuframes_frame);
     uint64_t seq = 5;
-    CHECK_STATUS(cuframes_publisher_get_info(NULL, &info), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_get_info(NULL, SIZED(info)), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "publisher is NULL") != NULL);
     CHECK_STATUS(cuframes_publisher_wait_subscribers(NULL, 0, 0), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_publisher_publish(NULL, CUFRAMES_MEMORY_HOST, NULL, NULL, 0, 0, &seq),
@@ -756,11 +767,11 @@ static int test_null_handles(void) {
     CHECK_STATUS(cuframes_publisher_flush(NULL, 0), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_publisher_wait_delivered(NULL, 0), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(cuframes_publisher_subscriber_count(NULL) == 0);
-    CHECK_STATUS(cuframes_subscriber_get_info(NULL, &info), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_subscriber_get_info(NULL, SIZED(info)), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_subscriber_next(NULL, 0, &frame), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(frame == SENTINEL(cuframes_frame));
-    CHECK_STATUS(cuframes_subscriber_get_stats(NULL, &stats), CUFRAMES_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(cuframes_frame_get_info(NULL, &frame_info), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_subscriber_get_stats(NULL, SIZED(stats)), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_frame_get_info(NULL, SIZED(frame_info)), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_frame_is_intact(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_frame_release(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "frame is NULL") != NULL);
@@ -796,12 +807,16 @@ static int test_frame_props(void) {
     CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
 
-    CHECK_OK(cuframes_publisher_set_frame_props(publisher, &hdr10));
+    CHECK_OK(cuframes_publisher_set_frame_props(publisher, SIZED(hdr10)));
     if (publish(publisher, &source, 1, 100) != 0) return 1;
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
     memset(&got, 0xff, sizeof got);
-    CHECK(cuframes_frame_get_props(frame, &got) == 1);
-    CHECK(memcmp(&got, &hdr10, sizeof got) == 0);
+    CHECK(cuframes_frame_get_props(frame, SIZED(got)) == 1);
+    CHECK(got.struct_size == sizeof got); /* the bytes written: all */
+    CHECK(got.color_range == 1 && got.color_primaries == 9 && got.color_trc == 16 &&
+          got.colorspace == 9 && got.chroma_location == 3 && got.pict_type == 0 &&
+          got.flags == CUFRAMES_PROPS_KEY_FRAME && got.reserved == 0);
+    CHECK(got.sar_num == 1 && got.sar_den == 1 && got.duration_ns == 40000000);
     CHECK_STATUS(cuframes_frame_get_props(frame, NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_OK(cuframes_frame_release(frame));
 
@@ -809,16 +824,16 @@ static int test_frame_props(void) {
     if (publish(publisher, &source, 2, 200) != 0) return 1;
     CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
     memset(&got, 0xab, sizeof got);
-    CHECK(cuframes_frame_get_props(frame, &got) == 0);
+    CHECK(cuframes_frame_get_props(frame, SIZED(got)) == 0);
     CHECK(got.color_range == 0xab); /* untouched */
     CHECK_OK(cuframes_frame_release(frame));
 
     bad = hdr10;
     bad.flags = 0x80;
-    CHECK_STATUS(cuframes_publisher_set_frame_props(publisher, &bad), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_set_frame_props(publisher, SIZED(bad)), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "unknown bits") != NULL);
-    CHECK_STATUS(cuframes_publisher_set_frame_props(NULL, &hdr10), CUFRAMES_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(cuframes_frame_get_props(NULL, &got), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_set_frame_props(NULL, SIZED(hdr10)), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_frame_get_props(NULL, SIZED(got)), CUFRAMES_ERR_INVALID_ARGUMENT);
     source_free(&source);
     cuframes_subscriber_destroy(subscriber);
     cuframes_publisher_destroy(publisher);
@@ -895,6 +910,7 @@ static int test_list_keys(void) {
     unique_key(key, sizeof key, "listed");
     publisher_config(&pconfig, key, CUFRAMES_FORMAT_YUV444P, 48, 32);
     CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    entries[0].struct_size = sizeof entries[0]; /* the size of every entry */
     CHECK_OK(cuframes_list_keys(runtime_dir(), entries, 64, &count));
     CHECK(count >= 1 && count <= 64);
     for (size_t i = 0; i < count; i++) {
@@ -903,6 +919,8 @@ static int test_list_keys(void) {
             CHECK(entries[i].info.format == CUFRAMES_FORMAT_YUV444P);
             CHECK(entries[i].info.width == 48 && entries[i].info.height == 32);
             CHECK(entries[i].info.memory == CUFRAMES_MEMORY_HOST);
+            CHECK(entries[i].struct_size == sizeof entries[i]);
+            CHECK(entries[i].info.struct_size == sizeof entries[i].info);
         }
     }
     CHECK(found == 1);
@@ -911,11 +929,71 @@ static int test_list_keys(void) {
     CHECK(count >= 1);
     CHECK_STATUS(cuframes_list_keys(runtime_dir(), NULL, 4, &count), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_list_keys(runtime_dir(), entries, 64, NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
+    entries[0].struct_size = 0; /* not set: refused */
+    CHECK_STATUS(cuframes_list_keys(runtime_dir(), entries, 64, &count), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "entries->struct_size is 0") != NULL);
+    entries[0].struct_size = sizeof entries[0];
     cuframes_publisher_destroy(publisher);
     count = 99;
     CHECK_OK(cuframes_list_keys(runtime_dir(), entries, 64, &count));
     for (size_t i = 0; i < count; i++)
         CHECK(strcmp(entries[i].key, key) != 0); /* gone with its publisher */
+    return 0;
+}
+
+/* A program built against a newer header, whose structs are longer than
+ * this library's (docs/c-api.md, "ABI policy"): _init zeroes the tail it does
+ * not know, _create reads the known prefix and refuses a tail that is set,
+ * out-structs get this library's bytes (struct_size says how many) and keep
+ * their tail. */
+typedef struct newer_publisher_config {
+    cuframes_publisher_config known;
+    uint64_t added[2];
+} newer_publisher_config;
+
+typedef struct newer_stream_info {
+    cuframes_stream_info known;
+    uint64_t added[2];
+} newer_stream_info;
+
+static int test_newer_header_structs(void) {
+    char key[64];
+    newer_publisher_config config;
+    newer_stream_info info;
+    cuframes_publisher *publisher = SENTINEL(cuframes_publisher);
+    unique_key(key, sizeof key, "newer");
+    memset(&config, 0xAB, sizeof config);
+    CHECK_OK(cuframes_publisher_config_init_sized(&config.known, sizeof config));
+    CHECK(config.known.struct_size == sizeof config);
+    CHECK(config.added[0] == 0 && config.added[1] == 0); /* zeroed: unknown here */
+    CHECK(config.known.ring_size == 4 && config.known.reserved == 0);
+    config.known.key = key;
+    config.known.format = CUFRAMES_FORMAT_NV12;
+    config.known.width = 32;
+    config.known.height = 16;
+    config.known.memory = CUFRAMES_MEMORY_HOST;
+    config.known.runtime_dir = runtime_dir();
+    config.added[1] = 1; /* a newer field set: refused, never ignored */
+    CHECK_STATUS(cuframes_publisher_create(&config.known, &publisher), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "newer cuframes.h") != NULL);
+    CHECK(publisher == SENTINEL(cuframes_publisher));
+    config.known.reserved = 1;
+    config.added[1] = 0;
+    CHECK_STATUS(cuframes_publisher_create(&config.known, &publisher), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "config.reserved") != NULL);
+    config.known.reserved = 0;
+    CHECK_OK(cuframes_publisher_create(&config.known, &publisher));
+
+    memset(&info, 0xCD, sizeof info);
+    info.known.struct_size = sizeof info;
+    CHECK_OK(cuframes_publisher_get_info(publisher, &info.known));
+    CHECK(info.known.struct_size == sizeof info.known); /* the bytes written */
+    CHECK(info.known.width == 32 && info.known.height == 16 && info.known.reserved == 0);
+    CHECK(info.added[0] == 0xCDCDCDCDCDCDCDCDull && info.added[1] == 0xCDCDCDCDCDCDCDCDull);
+    info.known.struct_size = 5000; /* not a size: refused */
+    CHECK_STATUS(cuframes_publisher_get_info(publisher, &info.known), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "larger than any cuframes struct") != NULL);
+    cuframes_publisher_destroy(publisher);
     return 0;
 }
 
@@ -950,6 +1028,7 @@ int main(int argc, char **argv) {
         {"second_publisher_already_exists", test_second_publisher_already_exists},
         {"32nd_subscriber_is_too_many", test_32nd_subscriber_is_too_many},
         {"null_handles", test_null_handles},
+        {"newer_header_structs", test_newer_header_structs},
     };
     int status = run_tests(tests, sizeof tests / sizeof tests[0], argc, argv);
     remove_runtime_dir();

@@ -188,7 +188,7 @@ static int subscriber_main(const char *key, cuframes_memory want_memory) {
         cuframes_frame_info info;
         uint32_t p;
         CHECK_OK(cuframes_subscriber_next(subscriber, 10000, &frame));
-        CHECK_OK(cuframes_frame_get_info(frame, &info));
+        CHECK_OK(cuframes_frame_get_info(frame, SIZED(info)));
         CHECK(info.seq == want_seq);
         CHECK(info.memory == want_memory);
         if (want_memory == CUFRAMES_MEMORY_HOST) {
@@ -307,7 +307,7 @@ static int publish_from_device(cuframes_memory memory) {
     CHECK(bind_device0() == 0);
     config_for(&config, key, memory);
     CHECK_OK(cuframes_publisher_create(&config, &publisher));
-    CHECK_OK(cuframes_publisher_get_info(publisher, &info));
+    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(info)));
     CHECK(info.memory == memory);
     CHECK_OK(cuframes_publisher_wait_subscribers(publisher, 1, 20000));
     CHECK(device_source_init(&source) == 0);
@@ -393,7 +393,7 @@ static int external_slots_body(void) {
     child = start_subscriber(key, CUFRAMES_MEMORY_CUDA);
     CHECK(cuda_usable());
     CHECK(bind_device0() == 0);
-    CHECK_OK(cuframes_frame_layout_get(FORMAT, WIDTH, HEIGHT, &layout));
+    CHECK_OK(cuframes_frame_layout_get(FORMAT, WIDTH, HEIGHT, SIZED(layout)));
     for (i = 0; i < RING; i++) {
         CHECK_CU(cu.mem_alloc(&buffers[i], layout.frame_size));
         slots[i] = buffers[i];
@@ -407,7 +407,7 @@ static int external_slots_body(void) {
         cuframes_slot slot;
         uint32_t p;
         uint64_t got = 0;
-        CHECK_OK(cuframes_publisher_acquire_slot(publisher, &slot));
+        CHECK_OK(cuframes_publisher_acquire_slot(publisher, SIZED(slot)));
         CHECK(slot.memory == CUFRAMES_MEMORY_CUDA && slot.index < RING);
         CHECK((uintptr_t)slot.planes[0] == buffers[slot.index]);
         source_fill(&host, seq);
@@ -453,7 +453,7 @@ static int memory_choice_body(void) {
     }
     config_for(&config, unique_key(key, sizeof key, "auto"), CUFRAMES_MEMORY_AUTO);
     CHECK_OK(cuframes_publisher_create(&config, &publisher));
-    CHECK_OK(cuframes_publisher_get_info(publisher, &info));
+    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(info)));
     CHECK(info.memory == (have_gpu ? CUFRAMES_MEMORY_CUDA : CUFRAMES_MEMORY_HOST));
     cuframes_publisher_destroy(publisher);
     publisher = NULL;
@@ -475,7 +475,7 @@ static int memory_choice_body(void) {
 /* The layout call: plane offsets and pitches a caller can allocate by. */
 static int test_frame_layout(void) {
     cuframes_frame_layout layout;
-    CHECK_OK(cuframes_frame_layout_get(CUFRAMES_FORMAT_NV12, 1920, 1080, &layout));
+    CHECK_OK(cuframes_frame_layout_get(CUFRAMES_FORMAT_NV12, 1920, 1080, SIZED(layout)));
     CHECK(layout.plane_count == 2);
     CHECK(layout.pitches[0] == 2048 && layout.pitches[1] == 2048);
     CHECK(layout.offsets[0] == 0 && layout.offsets[1] == 2048u * 1080u);
@@ -484,11 +484,11 @@ static int test_frame_layout(void) {
     CHECK(layout.frame_size == 2048u * 1080u + 2048u * 540u);
     CHECK(layout.offsets[2] == 0 && layout.pitches[3] == 0);
     memset(&layout, 0x5A, sizeof layout);
-    CHECK_STATUS(cuframes_frame_layout_get(CUFRAMES_FORMAT_NV12, 0, 1080, &layout),
+    CHECK_STATUS(cuframes_frame_layout_get(CUFRAMES_FORMAT_NV12, 0, 1080, SIZED(layout)),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_MESSAGE();
     CHECK(layout.plane_count == 0x5A5A5A5Au); /* untouched on failure */
-    CHECK_STATUS(cuframes_frame_layout_get((cuframes_format)99, 64, 64, &layout),
+    CHECK_STATUS(cuframes_frame_layout_get((cuframes_format)99, 64, 64, SIZED(layout)),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_frame_layout_get(CUFRAMES_FORMAT_NV12, 64, 64, NULL),
                  CUFRAMES_ERR_INVALID_ARGUMENT);

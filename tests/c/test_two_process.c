@@ -84,7 +84,7 @@ static int subscriber_main(const char *key) {
         sleep_ms(10);
     }
     CHECK_OK(status);
-    CHECK_OK(cuframes_subscriber_get_info(subscriber, &info));
+    CHECK_OK(cuframes_subscriber_get_info(subscriber, SIZED(info)));
     CHECK(info.policy == CUFRAMES_POLICY_STRICT_WAIT && info.ring_size == 4);
     CHECK(info.width == WIDTH && info.height == HEIGHT && info.format == FORMAT);
     CHECK(info.fps_num == 60 && info.fps_den == 1);
@@ -92,7 +92,7 @@ static int subscriber_main(const char *key) {
         cuframes_frame_info frame_info;
         CHECK_OK(cuframes_subscriber_next(subscriber, 10000, &frame));
         memset(&frame_info, 0, sizeof frame_info);
-        CHECK_OK(cuframes_frame_get_info(frame, &frame_info));
+        CHECK_OK(cuframes_frame_get_info(frame, SIZED(frame_info)));
         CHECK(frame_info.seq == seq);
         CHECK(frame_info.pts_ns == (int64_t)seq * 1000);
         if (verify_frame(&frame_info, FORMAT, WIDTH, HEIGHT) != 0) {
@@ -101,7 +101,7 @@ static int subscriber_main(const char *key) {
         CHECK_OK(cuframes_frame_release(frame));
     }
     CHECK_STATUS(cuframes_subscriber_next(subscriber, 10000, &frame), CUFRAMES_ERR_DISCONNECTED);
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, &stats));
+    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
     CHECK(stats.received == FRAMES && stats.dropped == 0 && stats.overwritten == 0);
     CHECK(stats.publisher_shut_down == 1);
     cuframes_subscriber_destroy(subscriber);

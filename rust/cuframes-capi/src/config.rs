@@ -1,7 +1,8 @@
 //! Publisher and subscriber configs: C structs the library initialises
-//! (`cuframes_*_config_init`) and the caller then edits. Zero-initialised
-//! fields mean the same defaults, except `key` (and the publisher's format
-//! and size, which have none).
+//! (`cuframes_*_config_init`, which sets `struct_size`) and the caller then
+//! edits. Zero-initialised fields mean the same defaults, except `key` (and
+//! the publisher's format and size, which have none). `_create` reads them
+//! by `struct_size` (`sized.rs`).
 
 use std::ffi::{c_char, c_void};
 use std::time::Duration;
@@ -31,6 +32,9 @@ const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 30000;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct cuframes_publisher_config {
+    /// `sizeof(cuframes_publisher_config)` of the caller's header, set by
+    /// `cuframes_publisher_config_init` (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// The key, `^[a-zA-Z0-9_-]{1,63}$`. Required.
     pub key: *const c_char,
     /// Pixel format (`CUFRAMES_FORMAT_*`). Required.
@@ -86,6 +90,8 @@ pub struct cuframes_publisher_config {
     /// CUFRAMES_CUDA_SHARE_AUTO (FD where supported, else IPC). FD where
     /// unsupported is UNSUPPORTED at create; ignored for host memory.
     pub cuda_share: cuframes_cuda_share,
+    /// Zero.
+    pub reserved: u32,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -93,6 +99,9 @@ pub struct cuframes_publisher_config {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct cuframes_subscriber_config {
+    /// `sizeof(cuframes_subscriber_config)` of the caller's header, set by
+    /// `cuframes_subscriber_config_init` (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// The publisher's key. Required.
     pub key: *const c_char,
     /// Shown to the publisher and by `cuframes inspect`, at most 31 bytes;
@@ -131,6 +140,7 @@ fn cuda_binding(context: *mut c_void, stream: *mut c_void) -> Option<CudaBinding
 impl cuframes_publisher_config {
     pub(crate) fn initial() -> cuframes_publisher_config {
         cuframes_publisher_config {
+            struct_size: size_of::<cuframes_publisher_config>() as u32,
             key: std::ptr::null(),
             format: 0,
             width: 0,
@@ -149,6 +159,7 @@ impl cuframes_publisher_config {
             cuda_device: -1,
             startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
             cuda_share: CUFRAMES_CUDA_SHARE_AUTO,
+            reserved: 0,
         }
     }
 
@@ -162,6 +173,12 @@ impl cuframes_publisher_config {
         let key = unsafe { required_str(self.key, "config.key") }?;
         cuframes::resources::validate_key(key)?;
         let format = format_from_c(self.format, "config.format")?;
+        if self.reserved != 0 {
+            return Err(invalid(format!(
+                "config.reserved is {}: it must be 0",
+                self.reserved
+            )));
+        }
         let mut config = PublisherConfig::new(key, format, self.width, self.height);
         config.ring_size = match self.ring_size {
             0 => DEFAULT_RING_SIZE,
@@ -213,6 +230,7 @@ impl cuframes_publisher_config {
 impl cuframes_subscriber_config {
     pub(crate) fn initial() -> cuframes_subscriber_config {
         cuframes_subscriber_config {
+            struct_size: size_of::<cuframes_subscriber_config>() as u32,
             key: std::ptr::null(),
             name: std::ptr::null(),
             mode: CUFRAMES_MODE_SEQUENTIAL,

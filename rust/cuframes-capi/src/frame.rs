@@ -6,7 +6,8 @@ use std::ffi::c_void;
 use cuframes::{ErrorKind, FrameLease, PlanePtr};
 
 use crate::error::{CUFRAMES_OK, cuframes_status};
-use crate::ffi::{check_out, try_ref, write_out};
+use crate::ffi::try_ref;
+use crate::sized;
 use crate::types::{
     CUFRAMES_MAX_PLANES, cuframes_format, cuframes_frame_props, cuframes_memory, cuframes_side_data_kind,
     format_to_c, memory_to_c,
@@ -35,6 +36,9 @@ impl cuframes_frame {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct cuframes_frame_info {
+    /// `sizeof(cuframes_frame_info)`, set by the caller; the library sets it
+    /// to the bytes it wrote (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// 1 for the publisher's first frame, then 2, 3, ...
     pub seq: u64,
     /// Presentation timestamp (ns) the publisher gave.
@@ -72,7 +76,8 @@ pub struct cuframes_frame_info {
 ///
 /// # Safety
 ///
-/// `frame` is NULL or a live frame; `info_out` is NULL or writable.
+/// `frame` is NULL or a live frame; `info_out` is NULL or a writable struct
+/// of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_frame_get_info(
     frame: *const cuframes_frame,
@@ -81,10 +86,12 @@ pub unsafe extern "C" fn cuframes_frame_get_info(
     ffi_boundary!("cuframes_frame_get_info", {
         // SAFETY: NULL or a live frame, by the caller's contract.
         let frame = try_c!(unsafe { try_ref(frame, "frame") });
-        try_c!(check_out(info_out, "info_out"));
+        // SAFETY: NULL or a writable struct of struct_size bytes (contract).
+        let size = try_c!(unsafe { sized::out_size(info_out, "info_out") });
         let lease = &frame.lease;
         let layout = lease.layout();
         let mut info = cuframes_frame_info {
+            struct_size: size_of::<cuframes_frame_info>() as u32,
             seq: lease.seq(),
             pts_ns: lease.pts_ns(),
             publish_mono_ns: lease.publish_mono_ns(),
@@ -110,7 +117,7 @@ pub unsafe extern "C" fn cuframes_frame_get_info(
             info.rows[index] = view.rows as u32;
         }
         // SAFETY: checked above; writable by the caller's contract.
-        unsafe { write_out(info_out, info) };
+        unsafe { sized::write_out(info_out, size, info) };
         CUFRAMES_OK
     })
 }
@@ -168,7 +175,8 @@ pub unsafe extern "C" fn cuframes_frame_is_copy(frame: *const cuframes_frame) ->
 ///
 /// # Safety
 ///
-/// `frame` is NULL or a live frame; `props_out` NULL or writable.
+/// `frame` is NULL or a live frame; `props_out` NULL or a writable struct
+/// of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_frame_get_props(
     frame: *const cuframes_frame,
@@ -177,11 +185,12 @@ pub unsafe extern "C" fn cuframes_frame_get_props(
     ffi_boundary!("cuframes_frame_get_props", {
         // SAFETY: NULL or a live frame, by the caller's contract.
         let frame = try_c!(unsafe { try_ref(frame, "frame") });
-        try_c!(check_out(props_out, "props_out"));
+        // SAFETY: NULL or a writable struct of struct_size bytes (contract).
+        let size = try_c!(unsafe { sized::out_size(props_out, "props_out") });
         match frame.lease.props() {
             Some(props) => {
                 // SAFETY: checked above; writable by the caller's contract.
-                unsafe { write_out(props_out, cuframes_frame_props::from_props(props)) };
+                unsafe { sized::write_out(props_out, size, cuframes_frame_props::from_props(props)) };
                 1
             }
             None => 0,

@@ -2,11 +2,13 @@
 //! device lists such as `ffmpeg -sources cuframes`.
 
 use std::ffi::c_char;
+use std::mem::offset_of;
 
 use cuframes::Policy;
 
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, optional_path};
+use crate::sized;
 use crate::types::{StreamFacts, cuframes_stream_info};
 
 /// Bytes of `cuframes_key_info.key`: a 63-byte key and its NUL.
@@ -16,10 +18,16 @@ pub const CUFRAMES_KEY_BYTES: usize = 64;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct cuframes_key_info {
+    /// `sizeof(cuframes_key_info)`: set it in the first entry passed to
+    /// `cuframes_list_keys` (the size of every entry); the library sets it in
+    /// each entry to the bytes it wrote (docs/c-api.md, "ABI policy"). The
+    /// struct grows only through `info`, its last field.
+    pub struct_size: u32,
     /// The key, NUL-terminated.
     pub key: [c_char; CUFRAMES_KEY_BYTES],
-    /// Its stream as a subscriber would see it; all zero when the shared
-    /// header could not be read (its fields validated, like a subscriber's).
+    /// Its stream as a subscriber would see it; all zero but `struct_size`
+    /// when the shared header could not be read (its fields validated, like
+    /// a subscriber's).
     pub info: cuframes_stream_info,
 }
 
@@ -28,13 +36,16 @@ pub struct cuframes_key_info {
 /// `capacity` into `entries` (NULL when `capacity` is 0), and how many there
 /// are in `*count_out`, which can exceed `capacity` (call again with more
 /// room). Reads each key's shared header, asking its publisher over the
-/// socket when /dev/shm is another container's. `INVALID_ARGUMENT` for a
-/// NULL `count_out`, or NULL `entries` with a non-zero `capacity`.
+/// socket when /dev/shm is another container's. `entries[0].struct_size`
+/// (`sizeof(cuframes_key_info)`) is the size of every entry. `INVALID_ARGUMENT`
+/// for a NULL `count_out`, or NULL `entries` (or a bad
+/// `entries[0].struct_size`) with a non-zero `capacity`.
 ///
 /// # Safety
 ///
 /// `runtime_dir` NULL or a NUL-terminated string; `entries` NULL or
-/// writable for `capacity` entries; `count_out` NULL or writable.
+/// writable for `capacity` entries of `entries[0].struct_size` bytes;
+/// `count_out` NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_list_keys(
     runtime_dir: *const c_char,
@@ -44,9 +55,12 @@ pub unsafe extern "C" fn cuframes_list_keys(
 ) -> cuframes_status {
     ffi_boundary!("cuframes_list_keys", {
         try_c!(check_out(count_out, "count_out"));
-        if capacity > 0 {
-            try_c!(check_out(entries, "entries"));
-        }
+        let stride = if capacity > 0 {
+            // SAFETY: NULL or writable entries of struct_size bytes (contract).
+            try_c!(unsafe { sized::out_size(entries, "entries") })
+        } else {
+            0
+        };
         // SAFETY: NULL or a NUL-terminated string, by the caller's contract.
         let dir = unsafe { optional_path(runtime_dir) };
         let mut count = 0usize;
@@ -61,8 +75,12 @@ pub unsafe extern "C" fn cuframes_list_keys(
             }
             if count < capacity {
                 let mut entry = cuframes_key_info {
+                    struct_size: size_of::<cuframes_key_info>() as u32,
                     key: [0; CUFRAMES_KEY_BYTES],
-                    info: cuframes_stream_info::default(),
+                    info: cuframes_stream_info {
+                        struct_size: size_of::<cuframes_stream_info>() as u32,
+                        ..Default::default()
+                    },
                 };
                 for (dst, &b) in entry
                     .key
@@ -84,8 +102,13 @@ pub unsafe extern "C" fn cuframes_list_keys(
                     }
                     .to_c();
                 }
-                // SAFETY: entries holds `capacity` writable entries (contract).
-                unsafe { entries.add(count).write(entry) };
+                // The nested info: as much of it as the entry holds (all of
+                // it while key_info grows only through info).
+                let written = stride.min(size_of::<cuframes_key_info>());
+                entry.info.struct_size = (written - offset_of!(cuframes_key_info, info)) as u32;
+                // SAFETY: entries holds `capacity` writable entries of
+                // `stride` bytes each (contract).
+                unsafe { sized::write_bytes_of(entries.cast::<u8>().add(count * stride), stride, entry) };
             }
             count += 1;
         }

@@ -2,7 +2,7 @@
 //! caller needs to allocate its own slots.
 
 use crate::error::{CUFRAMES_OK, cuframes_status};
-use crate::ffi::{check_out, write_out};
+use crate::sized;
 use crate::types::{CUFRAMES_MAX_PLANES, cuframes_format, format_from_c};
 
 /// Where each plane lies in one slot, as a publisher lays it out (pitches
@@ -10,6 +10,9 @@ use crate::types::{CUFRAMES_MAX_PLANES, cuframes_format, format_from_c};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct cuframes_frame_layout {
+    /// `sizeof(cuframes_frame_layout)`, set by the caller; the library sets
+    /// it to the bytes it wrote (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// Planes of the format (1..=CUFRAMES_MAX_PLANES).
     pub plane_count: u32,
     /// Byte offset of each plane from the slot's start; 0 past plane_count.
@@ -31,7 +34,7 @@ pub struct cuframes_frame_layout {
 ///
 /// # Safety
 ///
-/// `layout_out` is NULL or writable.
+/// `layout_out` is NULL or a writable struct of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_frame_layout_get(
     format: cuframes_format,
@@ -40,7 +43,8 @@ pub unsafe extern "C" fn cuframes_frame_layout_get(
     layout_out: *mut cuframes_frame_layout,
 ) -> cuframes_status {
     ffi_boundary!("cuframes_frame_layout_get", {
-        try_c!(check_out(layout_out, "layout_out"));
+        // SAFETY: NULL or a writable struct of struct_size bytes (contract).
+        let size = try_c!(unsafe { sized::out_size(layout_out, "layout_out") });
         let format = try_c!(format_from_c(format, "format"));
         let layout = try_c!(cuframes::FrameLayout::aligned(
             format,
@@ -60,7 +64,7 @@ pub unsafe extern "C" fn cuframes_frame_layout_get(
             out.rows[index] = plane.rows as u32;
         }
         // SAFETY: checked above; writable by the caller's contract.
-        unsafe { write_out(layout_out, out) };
+        unsafe { sized::write_out(layout_out, size, out) };
         CUFRAMES_OK
     })
 }

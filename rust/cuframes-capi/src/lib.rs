@@ -17,6 +17,7 @@
 #[macro_use]
 mod panic;
 mod ffi;
+mod sized;
 
 // Declaration order is the header's order of functions (hence the blank
 // lines: rustfmt sorts a block of module declarations).

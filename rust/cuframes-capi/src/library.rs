@@ -10,7 +10,7 @@ const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_V
     Err(_) => panic!("the package version contains a NUL byte"),
 };
 
-/// The library's version, e.g. "0.1.0" (a static string, never NULL).
+/// The library's version, e.g. "0.2.0" (a static string, never NULL).
 #[unsafe(no_mangle)]
 pub extern "C" fn cuframes_version() -> *const c_char {
     ffi_boundary!("cuframes_version", fallback = VERSION.as_ptr(), {

@@ -8,6 +8,7 @@ use cuframes::{DevicePlane, HostPlane, PlaneLayout, PlanePtr, Publisher, Result}
 use crate::config::cuframes_publisher_config;
 use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
 use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
+use crate::sized;
 use crate::types::{
     CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_frame_props,
     cuframes_memory, cuframes_side_data_kind, cuframes_slot, cuframes_stream_info, memory_to_c,
@@ -22,22 +23,29 @@ pub struct cuframes_publisher {
     fps: Option<(u32, u32)>,
 }
 
-/// Fills `config` with the defaults: key, format, size NULL/0 (to be set),
-/// ring_size 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0,
-/// CUDA context and stream NULL, runtime_dir NULL, external_slots NULL,
-/// group NULL, cuda_device -1. Does nothing when `config` is NULL.
+/// Fills `config`, a struct of `size` bytes, with the defaults:
+/// `struct_size` = `size`, key, format, size NULL/0 (to be set), ring_size
+/// 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0, CUDA
+/// context and stream NULL, runtime_dir NULL, external_slots NULL, group
+/// NULL, cuda_device -1, startup_timeout_ms 10000, cuda_share AUTO; bytes
+/// past the fields this library knows (a newer header's) zero. Call it
+/// through the header's `cuframes_publisher_config_init(config)`, which
+/// passes `sizeof *config`. `INVALID_ARGUMENT` (nothing written) for NULL or
+/// a `size` that is no layout of the struct (docs/c-api.md, "ABI policy").
 ///
 /// # Safety
 ///
-/// `config` is NULL or points to writable memory for a
-/// `cuframes_publisher_config` (its old contents are ignored).
+/// `config` is NULL or points to `size` writable bytes (its old contents
+/// are ignored).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuframes_publisher_config_init(config: *mut cuframes_publisher_config) {
-    ffi_boundary!("cuframes_publisher_config_init", fallback = (), {
-        if check_out(config, "config").is_ok() {
-            // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
-            unsafe { write_out(config, cuframes_publisher_config::initial()) }
-        }
+pub unsafe extern "C" fn cuframes_publisher_config_init_sized(
+    config: *mut cuframes_publisher_config,
+    size: usize,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_publisher_config_init_sized", {
+        // SAFETY: NULL or `size` writable bytes, by the caller's contract.
+        try_c!(unsafe { sized::init(config, size, "config", cuframes_publisher_config::initial()) });
+        CUFRAMES_OK
     })
 }
 
@@ -50,16 +58,18 @@ pub unsafe extern "C" fn cuframes_publisher_config_init(config: *mut cuframes_pu
 ///
 /// # Safety
 ///
-/// `config` is NULL or points to a valid `cuframes_publisher_config` whose
-/// strings are NULL or NUL-terminated; `publisher_out` is NULL or writable.
+/// `config` is NULL or points to a valid `cuframes_publisher_config` of
+/// `struct_size` bytes whose strings are NULL or NUL-terminated;
+/// `publisher_out` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_publisher_create(
     config: *const cuframes_publisher_config,
     publisher_out: *mut *mut cuframes_publisher,
 ) -> cuframes_status {
     ffi_boundary!("cuframes_publisher_create", {
-        // SAFETY: NULL or a valid config, by the caller's contract.
-        let config = try_c!(unsafe { try_ref(config, "config") });
+        // SAFETY: NULL or a valid config of struct_size bytes (contract).
+        let config =
+            try_c!(unsafe { sized::read_in(config, "config", cuframes_publisher_config::initial()) });
         try_c!(check_out(publisher_out, "publisher_out"));
         // SAFETY: the config's strings are NULL or NUL-terminated (contract).
         let rust = try_c!(unsafe { config.checked() });
@@ -76,7 +86,8 @@ pub unsafe extern "C" fn cuframes_publisher_create(
 ///
 /// # Safety
 ///
-/// `publisher` is NULL or a live handle; `info_out` is NULL or writable.
+/// `publisher` is NULL or a live handle; `info_out` is NULL or a writable
+/// struct of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_publisher_get_info(
     publisher: *const cuframes_publisher,
@@ -85,7 +96,8 @@ pub unsafe extern "C" fn cuframes_publisher_get_info(
     ffi_boundary!("cuframes_publisher_get_info", {
         // SAFETY: NULL or a live handle, by the caller's contract.
         let publisher = try_c!(unsafe { try_ref(publisher, "publisher") });
-        try_c!(check_out(info_out, "info_out"));
+        // SAFETY: NULL or a writable struct of struct_size bytes (contract).
+        let size = try_c!(unsafe { sized::out_size(info_out, "info_out") });
         let p = &publisher.inner;
         let info = StreamFacts {
             layout: p.layout(),
@@ -97,7 +109,7 @@ pub unsafe extern "C" fn cuframes_publisher_get_info(
         }
         .to_c();
         // SAFETY: checked above; writable by the caller's contract.
-        unsafe { write_out(info_out, info) };
+        unsafe { sized::write_out(info_out, size, info) };
         CUFRAMES_OK
     })
 }
@@ -294,7 +306,8 @@ unsafe fn host_planes<'a>(
 ///
 /// # Safety
 ///
-/// `publisher` is NULL or a live handle; `slot_out` is NULL or writable.
+/// `publisher` is NULL or a live handle; `slot_out` is NULL or a writable
+/// struct of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_publisher_acquire_slot(
     publisher: *mut cuframes_publisher,
@@ -303,10 +316,12 @@ pub unsafe extern "C" fn cuframes_publisher_acquire_slot(
     ffi_boundary!("cuframes_publisher_acquire_slot", {
         // SAFETY: NULL or a live handle used by this thread alone (contract).
         let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
-        try_c!(check_out(slot_out, "slot_out"));
+        // SAFETY: NULL or a writable struct of struct_size bytes (contract).
+        let size = try_c!(unsafe { sized::out_size(slot_out, "slot_out") });
         let target = try_c!(publisher.inner.acquire_slot());
         let layout = publisher.inner.layout();
         let mut slot = cuframes_slot {
+            struct_size: size_of::<cuframes_slot>() as u32,
             index: target.index as u32,
             memory: memory_to_c(publisher.inner.memory()),
             plane_count: target.planes.len() as u32,
@@ -321,7 +336,7 @@ pub unsafe extern "C" fn cuframes_publisher_acquire_slot(
             slot.pitches[index] = plane.pitch;
         }
         // SAFETY: checked above; writable by the caller's contract.
-        unsafe { write_out(slot_out, slot) };
+        unsafe { sized::write_out(slot_out, size, slot) };
         CUFRAMES_OK
     })
 }
@@ -407,7 +422,8 @@ pub unsafe extern "C" fn cuframes_publisher_wait_delivered(
 ///
 /// # Safety
 ///
-/// `publisher` is NULL or a live handle; `props` NULL or a readable struct.
+/// `publisher` is NULL or a live handle; `props` NULL or a readable struct
+/// of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_publisher_set_frame_props(
     publisher: *mut cuframes_publisher,
@@ -419,8 +435,9 @@ pub unsafe extern "C" fn cuframes_publisher_set_frame_props(
         let props = if props.is_null() {
             None
         } else {
-            // SAFETY: non-NULL and readable, by the caller's contract.
-            Some(try_c!(unsafe { *props }.to_props()))
+            // SAFETY: a readable struct of struct_size bytes, by the caller's contract.
+            let props = try_c!(unsafe { sized::read_in(props, "props", cuframes_frame_props::default()) });
+            Some(try_c!(props.to_props()))
         };
         publisher.inner.set_frame_props(props);
         CUFRAMES_OK

@@ -8,6 +8,7 @@ use crate::config::cuframes_subscriber_config;
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, try_mut, try_ref, write_out};
 use crate::frame::cuframes_frame;
+use crate::sized;
 use crate::types::{StreamFacts, cuframes_stream_info};
 
 /// A subscriber (opaque). Made by `cuframes_subscriber_create`, freed by
@@ -22,6 +23,9 @@ pub struct cuframes_subscriber {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct cuframes_subscriber_stats {
+    /// `sizeof(cuframes_subscriber_stats)`, set by the caller; the library
+    /// sets it to the bytes it wrote (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// Frames handed out by `cuframes_subscriber_next`.
     pub received: u64,
     /// Frames published after joining that were never handed out (lapped or skipped).
@@ -39,22 +43,28 @@ pub struct cuframes_subscriber_stats {
     pub queued: u64,
 }
 
-/// Fills `config` with the defaults: key and name NULL, mode SEQUENTIAL,
+/// Fills `config`, a struct of `size` bytes, with the defaults:
+/// `struct_size` = `size`, key and name NULL, mode SEQUENTIAL,
 /// connect_timeout_ms 30000, CUDA context and stream NULL, cuda_device -1,
-/// runtime_dir NULL, copy NEVER, read_ahead 0. Does nothing when `config`
-/// is NULL.
+/// runtime_dir NULL, copy NEVER, read_ahead 0; bytes past the fields this
+/// library knows (a newer header's) zero. Call it through the header's
+/// `cuframes_subscriber_config_init(config)`, which passes `sizeof *config`.
+/// `INVALID_ARGUMENT` (nothing written) for NULL or a `size` that is no
+/// layout of the struct (docs/c-api.md, "ABI policy").
 ///
 /// # Safety
 ///
-/// `config` is NULL or points to writable memory for a
-/// `cuframes_subscriber_config` (its old contents are ignored).
+/// `config` is NULL or points to `size` writable bytes (its old contents
+/// are ignored).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuframes_subscriber_config_init(config: *mut cuframes_subscriber_config) {
-    ffi_boundary!("cuframes_subscriber_config_init", fallback = (), {
-        if check_out(config, "config").is_ok() {
-            // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
-            unsafe { write_out(config, cuframes_subscriber_config::initial()) }
-        }
+pub unsafe extern "C" fn cuframes_subscriber_config_init_sized(
+    config: *mut cuframes_subscriber_config,
+    size: usize,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_subscriber_config_init_sized", {
+        // SAFETY: NULL or `size` writable bytes, by the caller's contract.
+        try_c!(unsafe { sized::init(config, size, "config", cuframes_subscriber_config::initial()) });
+        CUFRAMES_OK
     })
 }
 
@@ -66,16 +76,18 @@ pub unsafe extern "C" fn cuframes_subscriber_config_init(config: *mut cuframes_s
 ///
 /// # Safety
 ///
-/// `config` is NULL or points to a valid `cuframes_subscriber_config` whose
-/// strings are NULL or NUL-terminated; `subscriber_out` is NULL or writable.
+/// `config` is NULL or points to a valid `cuframes_subscriber_config` of
+/// `struct_size` bytes whose strings are NULL or NUL-terminated;
+/// `subscriber_out` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_subscriber_create(
     config: *const cuframes_subscriber_config,
     subscriber_out: *mut *mut cuframes_subscriber,
 ) -> cuframes_status {
     ffi_boundary!("cuframes_subscriber_create", {
-        // SAFETY: NULL or a valid config, by the caller's contract.
-        let config = try_c!(unsafe { try_ref(config, "config") });
+        // SAFETY: NULL or a valid config of struct_size bytes (contract).
+        let config =
+            try_c!(unsafe { sized::read_in(config, "config", cuframes_subscriber_config::initial()) });
         try_c!(check_out(subscriber_out, "subscriber_out"));
         // SAFETY: the config's strings are NULL or NUL-terminated (contract).
         let rust = try_c!(unsafe { config.checked() });
@@ -91,7 +103,8 @@ pub unsafe extern "C" fn cuframes_subscriber_create(
 ///
 /// # Safety
 ///
-/// `subscriber` is NULL or a live handle; `info_out` is NULL or writable.
+/// `subscriber` is NULL or a live handle; `info_out` is NULL or a writable
+/// struct of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_subscriber_get_info(
     subscriber: *const cuframes_subscriber,
@@ -100,7 +113,8 @@ pub unsafe extern "C" fn cuframes_subscriber_get_info(
     ffi_boundary!("cuframes_subscriber_get_info", {
         // SAFETY: NULL or a live handle, by the caller's contract.
         let subscriber = try_c!(unsafe { try_ref(subscriber, "subscriber") });
-        try_c!(check_out(info_out, "info_out"));
+        // SAFETY: NULL or a writable struct of struct_size bytes (contract).
+        let size = try_c!(unsafe { sized::out_size(info_out, "info_out") });
         let header = subscriber.inner.info();
         let policy = try_c!(
             Policy::from_wire(header.policy).ok_or_else(|| cuframes::Error::new(
@@ -122,7 +136,7 @@ pub unsafe extern "C" fn cuframes_subscriber_get_info(
         }
         .to_c();
         // SAFETY: checked above; writable by the caller's contract.
-        unsafe { write_out(info_out, info) };
+        unsafe { sized::write_out(info_out, size, info) };
         CUFRAMES_OK
     })
 }
@@ -160,7 +174,8 @@ pub unsafe extern "C" fn cuframes_subscriber_next(
 ///
 /// # Safety
 ///
-/// `subscriber` is NULL or a live handle; `stats_out` is NULL or writable.
+/// `subscriber` is NULL or a live handle; `stats_out` is NULL or a writable
+/// struct of `struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuframes_subscriber_get_stats(
     subscriber: *const cuframes_subscriber,
@@ -169,9 +184,11 @@ pub unsafe extern "C" fn cuframes_subscriber_get_stats(
     ffi_boundary!("cuframes_subscriber_get_stats", {
         // SAFETY: NULL or a live handle, by the caller's contract.
         let subscriber = try_c!(unsafe { try_ref(subscriber, "subscriber") });
-        try_c!(check_out(stats_out, "stats_out"));
+        // SAFETY: NULL or a writable struct of struct_size bytes (contract).
+        let size = try_c!(unsafe { sized::out_size(stats_out, "stats_out") });
         let stats = subscriber.inner.stats();
         let out = cuframes_subscriber_stats {
+            struct_size: size_of::<cuframes_subscriber_stats>() as u32,
             received: stats.received,
             dropped: stats.dropped,
             overwritten: stats.overwritten,
@@ -181,7 +198,7 @@ pub unsafe extern "C" fn cuframes_subscriber_get_stats(
             queued: subscriber.inner.queued() as u64,
         };
         // SAFETY: checked above; writable by the caller's contract.
-        unsafe { write_out(stats_out, out) };
+        unsafe { sized::write_out(stats_out, size, out) };
         CUFRAMES_OK
     })
 }

@@ -134,6 +134,9 @@ pub const CUFRAMES_PROPS_TOP_FIELD_FIRST: u8 = 4;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct cuframes_frame_props {
+    /// `sizeof(cuframes_frame_props)`, set by the caller, in and out
+    /// (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// 0 unspecified, 1 limited, 2 full.
     pub color_range: u8,
     /// H.273 colour primaries (2 unspecified).
@@ -161,6 +164,7 @@ pub struct cuframes_frame_props {
 impl cuframes_frame_props {
     pub(crate) fn from_props(p: cuframes::FrameProps) -> cuframes_frame_props {
         cuframes_frame_props {
+            struct_size: size_of::<cuframes_frame_props>() as u32,
             color_range: p.color_range,
             color_primaries: p.color_primaries,
             color_trc: p.color_trc,
@@ -217,6 +221,9 @@ pub const CUFRAMES_MAX_PLANES: usize = 4;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct cuframes_stream_info {
+    /// `sizeof(cuframes_stream_info)`, set by the caller; the library sets
+    /// it to the bytes it wrote (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// Pixel format.
     pub format: cuframes_format,
     /// Width in pixels.
@@ -242,6 +249,8 @@ pub struct cuframes_stream_info {
     /// CUDA memory: how its slots are shared (FD or IPC); AUTO (0) for host
     /// memory.
     pub cuda_share: cuframes_cuda_share,
+    /// Zero.
+    pub reserved: u32,
 }
 
 pub(crate) fn format_from_c(value: cuframes_format, what: &str) -> Result<PixelFormat> {
@@ -347,6 +356,7 @@ impl StreamFacts<'_> {
         }
         let (fps_num, fps_den) = self.fps.unwrap_or((0, 0));
         cuframes_stream_info {
+            struct_size: size_of::<cuframes_stream_info>() as u32,
             format: format_to_c(self.layout.format()),
             width: self.layout.width(),
             height: self.layout.height(),
@@ -363,6 +373,7 @@ impl StreamFacts<'_> {
                 Some(CudaShare::Fd) => CUFRAMES_CUDA_SHARE_FD,
                 Some(CudaShare::Ipc) => CUFRAMES_CUDA_SHARE_IPC,
             },
+            reserved: 0,
         }
     }
 }
@@ -409,6 +420,9 @@ mod tests {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct cuframes_slot {
+    /// `sizeof(cuframes_slot)`, set by the caller; the library sets it to
+    /// the bytes it wrote (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
     /// Ring slot index.
     pub index: u32,
     /// CUFRAMES_MEMORY_HOST (host pointers) or CUFRAMES_MEMORY_CUDA

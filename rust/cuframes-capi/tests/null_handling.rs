@@ -45,8 +45,14 @@ fn null_keys_and_configs() {
     // SAFETY: NULL is allowed by every contract below.
     unsafe {
         assert_invalid(cuframes_validate_key(null()), "key is NULL");
-        cuframes_publisher_config_init(null_mut()); // ignored
-        cuframes_subscriber_config_init(null_mut()); // ignored
+        assert_invalid(
+            cuframes_publisher_config_init_sized(null_mut(), size_of::<cuframes_publisher_config>()),
+            "config is NULL",
+        );
+        assert_invalid(
+            cuframes_subscriber_config_init_sized(null_mut(), size_of::<cuframes_subscriber_config>()),
+            "config is NULL",
+        );
 
         let mut publisher: *mut cuframes_publisher = sentinel();
         assert_invalid(
@@ -119,7 +125,7 @@ fn null_out_pointers_fail_before_any_work() {
             CUFRAMES_OK
         );
         assert_invalid(cuframes_frame_get_info(frame, null_mut()), "info_out is NULL");
-        let mut info = std::mem::zeroed::<cuframes_frame_info>();
+        let mut info = sized::<cuframes_frame_info>();
         assert_eq!(cuframes_frame_get_info(frame, &mut info), CUFRAMES_OK);
         assert_eq!(info.seq, 1);
         assert_eq!(cuframes_frame_release(frame), CUFRAMES_OK);
@@ -145,8 +151,8 @@ fn null_out_pointers_fail_before_any_work() {
 
 #[test]
 fn null_handles() {
-    let mut info = cuframes_stream_info::default();
-    let mut stats = cuframes_subscriber_stats::default();
+    let mut info = sized::<cuframes_stream_info>();
+    let mut stats = sized::<cuframes_subscriber_stats>();
     // SAFETY: NULL handles are allowed by every contract below; the
     // out-pointers are valid.
     unsafe {
@@ -185,17 +191,17 @@ fn null_handles() {
         );
         cuframes_subscriber_destroy(null_mut());
 
-        let mut frame_info = std::mem::zeroed::<cuframes_frame_info>();
+        let mut frame_info = sized::<cuframes_frame_info>();
         assert_invalid(cuframes_frame_get_info(null(), &mut frame_info), "frame is NULL");
         assert_invalid(cuframes_frame_is_intact(null()), "frame is NULL");
         assert_invalid(cuframes_frame_release(null_mut()), "frame is NULL");
     }
     assert_eq!(
         info,
-        cuframes_stream_info::default(),
+        sized::<cuframes_stream_info>(),
         "out-params of failed calls are untouched"
     );
-    assert_eq!(stats, cuframes_subscriber_stats::default());
+    assert_eq!(stats, sized::<cuframes_subscriber_stats>());
 }
 
 #[test]

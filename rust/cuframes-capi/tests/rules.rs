@@ -31,7 +31,10 @@ fn config_init_defaults() {
     );
     let mut fresh = publisher_config(&key, &dir, 0);
     // SAFETY: a valid config to overwrite.
-    unsafe { cuframes_publisher_config_init(&mut fresh) };
+    let status =
+        unsafe { cuframes_publisher_config_init_sized(&mut fresh, size_of::<cuframes_publisher_config>()) };
+    assert_eq!(status, CUFRAMES_OK);
+    assert_eq!(fresh.struct_size as usize, size_of::<cuframes_publisher_config>());
     assert!(fresh.key.is_null() && fresh.runtime_dir.is_null());
     assert_eq!(
         (fresh.format, fresh.width, fresh.height, fresh.memory),
@@ -149,7 +152,7 @@ fn bad_publisher_configs_leave_the_out_parameter_alone() {
     config.fps_num = 30000;
     config.fps_den = 1001;
     let publisher = create_publisher(&config);
-    let mut info = cuframes_stream_info::default();
+    let mut info = sized::<cuframes_stream_info>();
     // SAFETY: a live handle and a valid out-pointer.
     unsafe {
         assert_eq!(cuframes_publisher_get_info(publisher, &mut info), CUFRAMES_OK);
@@ -251,7 +254,7 @@ fn second_publisher_and_failed_next_keep_out_parameters() {
         );
         assert_eq!(frame, sentinel());
         assert!(last_error().contains("shut down"), "{}", last_error());
-        let mut stats = cuframes_subscriber_stats::default();
+        let mut stats = sized::<cuframes_subscriber_stats>();
         assert_eq!(cuframes_subscriber_get_stats(subscriber, &mut stats), CUFRAMES_OK);
         assert_eq!(stats.publisher_shut_down, 1);
         cuframes_subscriber_destroy(subscriber);
@@ -284,7 +287,7 @@ fn frames_outlive_their_subscriber_and_cross_threads() {
             // SAFETY: live frames handed to this thread alone; the plane
             // pointers are readable for `row_bytes` until release.
             unsafe {
-                let mut info = std::mem::zeroed::<cuframes_frame_info>();
+                let mut info = sized::<cuframes_frame_info>();
                 assert_eq!(cuframes_frame_get_info(frame, &mut info), CUFRAMES_OK);
                 let row = std::slice::from_raw_parts(info.planes[0].cast::<u8>(), info.row_bytes[0]);
                 assert!(row.iter().all(|&b| b == fill));

@@ -31,12 +31,26 @@ pub fn last_error() -> String {
         .into_owned()
 }
 
+/// One of the API's structs, zeroed but for `struct_size`: what a C caller
+/// passes for an out-parameter (`info.struct_size = sizeof info`).
+pub fn sized<T: Copy>() -> T {
+    // SAFETY: the API's structs hold integers and raw pointers only (all
+    // zero is valid) and begin with `struct_size: u32`.
+    unsafe {
+        let mut value = std::mem::zeroed::<T>();
+        (&raw mut value).cast::<u32>().write(size_of::<T>() as u32);
+        value
+    }
+}
+
 /// A host-memory publisher config; the strings must outlive its use.
 pub fn publisher_config(key: &CString, dir: &CString, format: cuframes_format) -> cuframes_publisher_config {
     let mut config = std::mem::MaybeUninit::<cuframes_publisher_config>::uninit();
     // SAFETY: config_init writes a whole config into the pointed-to memory.
     let mut config = unsafe {
-        cuframes_publisher_config_init(config.as_mut_ptr());
+        let status =
+            cuframes_publisher_config_init_sized(config.as_mut_ptr(), size_of::<cuframes_publisher_config>());
+        assert_eq!(status, CUFRAMES_OK);
         config.assume_init()
     };
     config.key = key.as_ptr();
@@ -52,7 +66,11 @@ pub fn subscriber_config(key: &CString, dir: &CString) -> cuframes_subscriber_co
     let mut config = std::mem::MaybeUninit::<cuframes_subscriber_config>::uninit();
     // SAFETY: config_init writes a whole config into the pointed-to memory.
     let mut config = unsafe {
-        cuframes_subscriber_config_init(config.as_mut_ptr());
+        let status = cuframes_subscriber_config_init_sized(
+            config.as_mut_ptr(),
+            size_of::<cuframes_subscriber_config>(),
+        );
+        assert_eq!(status, CUFRAMES_OK);
         config.assume_init()
     };
     config.key = key.as_ptr();
@@ -80,7 +98,7 @@ pub fn create_subscriber(config: &cuframes_subscriber_config) -> *mut cuframes_s
 /// Publishes one frame of `fill` bytes from buffers with a pitch wider
 /// than the rows; returns its seq.
 pub fn publish_filled(publisher: *mut cuframes_publisher, fill: u8, pts: i64) -> u64 {
-    let mut info = cuframes_stream_info::default();
+    let mut info = sized::<cuframes_stream_info>();
     // SAFETY: a live handle and a valid out-pointer.
     let status = unsafe { cuframes_publisher_get_info(publisher, &mut info) };
     assert_eq!(status, CUFRAMES_OK);
