@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use cuframes::{ErrorKind, FrameLease, PlanePtr};
 
 use crate::error::{CUFRAMES_OK, cuframes_status};
-use crate::ffi::try_ref;
+use crate::ffi::{check_out, try_ref, write_out};
 use crate::sized;
 use crate::types::{
     CUFRAMES_MAX_PLANES, cuframes_format, cuframes_frame_props, cuframes_memory, cuframes_side_data_kind,
