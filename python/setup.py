@@ -14,6 +14,7 @@ library is linked against this machine's glibc, so no manylinux tag is
 claimed. Python versions do not matter (ctypes, no extension module).
 """
 
+import glob
 import os
 import shutil
 import subprocess
@@ -73,6 +74,10 @@ class BuildWithLibrary(build_py):
     def run(self):
         super().run()
         library = _library_to_bundle()
+        # A library left in the build tree by an earlier version would be
+        # bundled beside this one (and found first): only this one goes in.
+        for stale in glob.glob(os.path.join(self.build_lib, "cuframes", "libcuframes.so*")):
+            os.remove(stale)
         if library:
             dest = os.path.join(self.build_lib, "cuframes", LIBRARY)
             self.copy_file(library, dest)

@@ -10,7 +10,9 @@
 set -euo pipefail
 dir=${1:?usage: make-clips.sh DIR}
 ff=${CLIP_FFMPEG:-ffmpeg}
-if ! "$ff" -hide_banner -encoders 2>/dev/null | grep -q libx265; then
+# (The list is captured first: grep -q closing the pipe early fails it under pipefail.)
+encoders=$("$ff" -hide_banner -encoders 2>/dev/null || true)
+if ! grep -q libx265 <<<"$encoders"; then
     echo "make-clips: $ff has no libx265 (apt-get install ffmpeg); GPU format tests will be skipped" >&2
     exit 0
 fi
