@@ -14,9 +14,7 @@ use nix::sys::stat::fstat;
 use nix::unistd::ftruncate;
 
 use super::cuda::driver::{self, Context, Mem};
-use super::{
-    Completion, CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool,
-};
+use super::{CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::shm::region::{Access, MappedRegion};
@@ -324,14 +322,7 @@ impl SlotMapping for HostMapping {
         Ok(LocalFrame::Host(AlignedBytes::zeroed(layout.size())))
     }
 
-    fn copy_out(
-        &self,
-        index: usize,
-        _seq: u64,
-        layout: &FrameLayout,
-        dst: &mut LocalFrame,
-        done: Completion,
-    ) -> Result<()> {
+    fn copy_out(&self, index: usize, _seq: u64, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
         let LocalFrame::Host(bytes) = dst else {
             return Err(Error::new(
                 ErrorKind::Internal,
@@ -350,9 +341,6 @@ impl SlotMapping for HostMapping {
                 len,
             )
         };
-        if let Completion::Then(done) = done {
-            done();
-        }
         Ok(())
     }
 

@@ -261,14 +261,6 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>>;
 }
 
-/// When a private copy counts as made (decision 25).
-pub(crate) enum Completion {
-    /// Before `copy_out` returns.
-    Wait,
-    /// Whenever the copy is done: this runs then (it must not call CUDA).
-    Then(Box<dyn FnOnce() + Send + 'static>),
-}
-
 /// A subscriber's private copy of a frame (decision 25), laid out like a
 /// slot: host bytes, or device memory in the subscriber's CUDA context.
 #[derive(Debug)]
@@ -294,19 +286,9 @@ impl LocalFrame {
 pub(crate) trait SlotMapping: Send + Sync + std::fmt::Debug {
     /// A new private buffer for one frame.
     fn new_local(&self, layout: &FrameLayout) -> Result<LocalFrame>;
-    /// Copies slot `index`'s frame (`seq`) into `dst`. `Completion::Wait`:
-    /// the copy is complete when this returns (the slot may be released
-    /// right after). `Completion::Then(f)`: it may still be in flight; `f`
-    /// runs (on any thread) once it is done, and work the consumer queues on
-    /// its stream from now on is ordered after it.
-    fn copy_out(
-        &self,
-        index: usize,
-        seq: u64,
-        layout: &FrameLayout,
-        dst: &mut LocalFrame,
-        done: Completion,
-    ) -> Result<()>;
+    /// Copies slot `index`'s frame (`seq`) into `dst`, complete when this
+    /// returns (the slot may be released right after).
+    fn copy_out(&self, index: usize, seq: u64, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()>;
     /// The consumer gave `frame` back (CUDA: later copies into it wait for
     /// the work queued on the caller's stream until now).
     fn recycle(&self, _frame: &mut LocalFrame) -> Result<()> {

@@ -13,7 +13,6 @@ use super::{CopyMode, SubscriberMode, SubscriberStats};
 use crate::channel::{Channel, poll_fds};
 use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::Completion;
 use crate::props::FrameProps;
 use crate::shm::header::HeaderInfo;
 use crate::side_data;
@@ -48,14 +47,6 @@ pub(super) struct Reader {
     /// CLOCK_MONOTONIC ns after which the socket is read even when frames
     /// keep coming (and poll is never reached).
     pub(super) control_due_ns: u64,
-}
-
-/// Experiment (decision 25): `CUFRAMES_ASYNC_COPY_ACK=1` lets a CUDA copy
-/// under STRICT_WAIT complete after `next` returns, ACKed from the driver's
-/// thread, instead of a CPU wait per copy. Off by default until measured.
-fn async_copy_ack() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("CUFRAMES_ASYNC_COPY_ACK").is_ok_and(|v| v == "1"))
 }
 
 /// Under STRICT_WAIT with `CopyMode::Auto`: how many slots subscribers may
@@ -265,22 +256,9 @@ impl Reader {
                 }
                 Some(()) => {
                     let mut buffer = ring.local_buffer()?;
-                    // Under STRICT_WAIT nothing rewrites the slot before our
-                    // ACK, so the copy may finish later and ACK by itself.
-                    let later = self.strict && async_copy_ack();
-                    let done = if later {
-                        let (header, bit) = (ring.header.clone(), ring.bit);
-                        Completion::Then(Box::new(move || {
-                            header.ack(slot, seq, bit);
-                        }))
-                    } else {
-                        Completion::Wait
-                    };
-                    let copied = ring.mapping.copy_out(slot, seq, &ring.layout, &mut buffer, done);
-                    let intact = copied.is_ok() && (later || header.seq_after_read(slot) == seq);
-                    if !later || copied.is_err() {
-                        ring.ack(slot, seq); // a second ACK of the same seq changes nothing
-                    }
+                    let copied = ring.mapping.copy_out(slot, seq, &ring.layout, &mut buffer);
+                    let intact = copied.is_ok() && header.seq_after_read(slot) == seq;
+                    ring.ack(slot, seq);
                     if let Err(e) = copied {
                         ring.mapping.free_local(buffer);
                         return Err(e);

@@ -474,30 +474,6 @@ pub(crate) fn event_done(event: CUevent) -> Result<bool> {
     check(result, "cuEventQuery").map(|()| true)
 }
 
-/// Queues `f` on `stream`: the driver runs it on one of its threads once
-/// the work queued before it is done. `f` must not call CUDA. When the
-/// driver refuses, the stream is waited for and `f` runs here.
-pub(crate) fn launch_host_func(stream: CUstream, f: Box<dyn FnOnce() + Send + 'static>) -> Result<()> {
-    unsafe extern "C" fn trampoline(user: *mut std::ffi::c_void) {
-        // SAFETY: `user` is the Box leaked below, reclaimed exactly once here.
-        let f = unsafe { Box::from_raw(user as *mut Box<dyn FnOnce() + Send>) };
-        // A panic must not unwind into the driver.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    }
-    let user = Box::into_raw(Box::new(f)) as *mut std::ffi::c_void;
-    // SAFETY: live stream of the current context; the driver calls
-    // `trampoline(user)` once, after the stream's earlier work.
-    let result = unsafe { sys::cuLaunchHostFunc(stream, Some(trampoline), user) };
-    if let Err(e) = check(result, "cuLaunchHostFunc") {
-        // SAFETY: the driver did not take `user`: reclaimed once, here.
-        let f = unsafe { Box::from_raw(user as *mut Box<dyn FnOnce() + Send>) };
-        stream_synchronize(stream)?;
-        f();
-        return Err(e);
-    }
-    Ok(())
-}
-
 /// A plain event that a CPU wait sleeps on (`CU_EVENT_BLOCKING_SYNC`)
 /// instead of spinning.
 pub(crate) fn event_create_blocking() -> Result<CUevent> {

@@ -29,8 +29,8 @@ use std::os::fd::OwnedFd;
 use std::sync::Mutex;
 
 use super::{
-    Completion, CudaShare, CudaShareRequest, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr,
-    SlotMapping, SlotPool,
+    CudaShare, CudaShareRequest, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping,
+    SlotPool,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
@@ -705,14 +705,7 @@ impl SlotMapping for CudaMapping {
         }
     }
 
-    fn copy_out(
-        &self,
-        index: usize,
-        seq: u64,
-        layout: &FrameLayout,
-        dst: &mut LocalFrame,
-        done: Completion,
-    ) -> Result<()> {
+    fn copy_out(&self, index: usize, seq: u64, layout: &FrameLayout, dst: &mut LocalFrame) -> Result<()> {
         let dst = as_device(dst)?;
         let _current = self.ctx.enter()?;
         let mut copier = self.copier.lock().unwrap_or_else(|p| p.into_inner());
@@ -729,19 +722,13 @@ impl SlotMapping for CudaMapping {
         driver::copy_dtod(dst.alloc.ptr, self.slots[index], layout.size(), stream)?;
         let copied = dst.copied as CUevent;
         driver::event_record(copied, stream)?;
-        match done {
-            // Waited for here, so that the slot is released before `next`
-            // returns: a slot held until a later call could stall the
-            // publisher while the caller is busy elsewhere (FFmpeg's demuxer
-            // blocks on its full queue; found on the H200, docs/benchmarks.md).
-            Completion::Wait => driver::event_wait(copied),
-            // Or released by the driver's thread when the copy is done, with
-            // the consumer's stream ordered after it on the GPU: no CPU wait.
-            Completion::Then(done) => {
-                driver::stream_wait_event(stream_of(self.stream), copied)?;
-                driver::launch_host_func(stream, done)
-            }
-        }
+        // Waited for here, so that the slot is released before `next`
+        // returns: a slot held until a later call could stall the publisher
+        // while the caller is busy elsewhere (FFmpeg's demuxer blocks on its
+        // full queue; found on the H200, docs/benchmarks.md). Letting the copy
+        // finish later and ACK from the driver's thread was slower at K = 4
+        // (run 2026-12-03i).
+        driver::event_wait(copied)
     }
 
     fn recycle(&self, frame: &mut LocalFrame) -> Result<()> {
