@@ -440,20 +440,22 @@ props_of() {
     { sed -n "$fields" "$1"; grep -o 'color_range:.*\|side data - .*\|UUID=.*\|User Data=.*' "$1"; } >"$2"
 }
 nvdec_props() {
-    local clip=$1 t=$SECONDS ok=1
+    local clip=$1 fmt=$2 t=$SECONDS ok=1
     local d="$WORK/props-$clip"
     if [ ! -f "$CLIPS/$clip" ]; then
         skipped "props: NVDEC $clip" "no clip (\$CLIPS; scripts/gpu/make-clips.sh)"
         return
     fi
     mkdir -p "$d"
-    ff 60 -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" -vf showinfo -f null - \
+    # showinfo cannot read CUDA frames; hwdownload keeps properties and side data.
+    ff 60 -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" -vf "hwdownload,format=$fmt,showinfo" -f null - \
         2>"$d/ref.err" || { echo "  direct decode failed"; ok=0; }
     newkey
     bg 60 /dev/null "$d/pub.err" -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" \
         -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
     local p=$BGPID
-    ff 60 -f cuframes -i "$KEY" -vf showinfo -f null - 2>"$d/sub.err" || { echo "  subscriber failed"; ok=0; }
+    ff 60 -f cuframes -i "$KEY" -vf "hwdownload,format=$fmt,showinfo" -f null - 2>"$d/sub.err" ||
+        { echo "  subscriber failed"; ok=0; }
     waitrc $p || { echo "  publisher failed"; ok=0; }
     props_of "$d/ref.err" "$d/ref.props"
     props_of "$d/sub.err" "$d/sub.props"
@@ -468,9 +470,9 @@ nvdec_props() {
         "($(grep -m1 -o 'color_range:.*' "$d/sub.props" | cut -c1-90), $(grep -c 'side data' "$d/sub.props") side data lines, $((SECONDS - t)) s)"
 }
 selected props && {
-    nvdec_props h264-bt709-tv.mkv
-    nvdec_props h264-bt601-pc.mkv
-    nvdec_props hevc-hdr10.mkv
+    nvdec_props h264-bt709-tv.mkv nv12
+    nvdec_props h264-bt601-pc.mkv nv12
+    nvdec_props hevc-hdr10.mkv p010le
 }
 
 # h264_nvenc fed from the input device: the H200 has no NVENC, so the encoder's own
