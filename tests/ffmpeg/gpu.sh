@@ -437,7 +437,9 @@ selected formats && {
 # NVDEC decode and of the subscriber, compared line by line.
 props_of() {
     local fields='s/.* n: *\([0-9]*\) .*duration_time:\([^ ]*\) .*fmt:\([^ ]*\) cl:\([^ ]*\) sar:\([^ ]*\) s:\([^ ]*\) i:\([^ ]*\) .*/n=\1 dur=\2 fmt=\3 cl=\4 sar=\5 s=\6 i=\7/p'
-    { sed -n "$fields" "$1"; grep -o 'color_range:.*\|side data - .*\|UUID=.*\|User Data=.*' "$1"; } >"$2"
+    # Durations to the millisecond: Matroska stores 33 ms where the publisher's
+    # frame rate gives 33.333 ms.
+    { sed -n "$fields" "$1" | awk '{ sub(/^dur=/, "", $2); $2 = sprintf("dur=%.3f", $2); print }'; grep -o 'color_range:.*\|side data - .*\|UUID=.*\|User Data=.*' "$1"; } >"$2"
 }
 nvdec_props() {
     local clip=$1 fmt=$2 t=$SECONDS ok=1
