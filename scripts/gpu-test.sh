@@ -17,6 +17,7 @@
 # is built and staged here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/capabilities.sh
 stage=.gpu
 
 stage() {
@@ -92,6 +93,38 @@ part() {
     tail -n 40 "$log"
 }
 
+# rust_part NAME LOG TEST_BINARY SELECT ARGS...: one of the staged Rust test
+# binaries as a part, SELECT (--ignored or --include-ignored) less the tests
+# that need what this machine lacks (--skip needs_X::, see
+# scripts/lib/capabilities.sh), which are counted as skipped with the reason;
+# prints "NAME: N passed, N failed, N skipped".
+rust_part() {
+    local name=$1 log=$2 binary=$3 select=$4
+    shift 4
+    local missing=() skips=() reasons=() marker reason
+    for marker in "${CAPABILITY_MARKERS[@]}"; do
+        if reason=$(capability_missing "$marker" "$PWD/$stage/bin/cuframes"); then
+            missing+=("$marker")
+            skips+=(--skip "$marker::")
+            reasons+=("$marker: $reason")
+        fi
+    done
+    part "$name" "$log" env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" "$binary" "$select" "${skips[@]}" "$@"
+    local passed failed skipped=0
+    read -r passed failed < <(libtest_counts "$OUT/$log")
+    if [ ${#missing[@]} -gt 0 ]; then
+        "$binary" --list "$select" >"$OUT/$log.list" 2>/dev/null || true
+        skipped=$(skipped_tests "$OUT/$log.list" "${missing[@]}" | tee "$OUT/$log.skipped" | wc -l)
+        for reason in "${reasons[@]}"; do
+            marker=${reason%%:*}
+            local n
+            n=$(grep -c "^$marker " "$OUT/$log.skipped" || true)
+            [ "$n" -gt 0 ] && echo "skipped $n ($reason)"
+        done
+    fi
+    echo "$name: $passed passed, $failed failed, $skipped skipped"
+}
+
 # Parts: rust c crash ffmpeg demo python bench ring profile (default: all but
 # bench, ring and profile; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
 run() {
@@ -110,13 +143,12 @@ run() {
     local want
     for want in "${parts[@]}"; do
         case $want in
-        rust) part "Rust CUDA tests" rust-cuda.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
-            "$stage/tests/cuda" --ignored --test-threads=1 --nocapture
-            part "Every backend (host, CUDA fd, CUDA ipc)" rust-backends.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
-            "$stage/tests/backends" --include-ignored --test-threads=1 ;;
+        rust) rust_part "Rust CUDA tests" rust-cuda.log "$stage/tests/cuda" --ignored --test-threads=1 --nocapture
+            rust_part "Every backend (host, CUDA fd, CUDA ipc)" rust-backends.log "$stage/tests/backends" \
+                --include-ignored --test-threads=1 ;;
         c) part "C API CUDA tests" c-cuda.log "$stage/tests/test_cuda" ;;
-        crash) part "CUDA crash matrix" cuda-crash.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
-            "$stage/tests/cuda_crash" --ignored --test-threads=1 --nocapture ;;
+        crash) rust_part "CUDA crash matrix" cuda-crash.log "$stage/tests/cuda_crash" --ignored \
+            --test-threads=1 --nocapture ;;
         ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
             MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" CLIPS="$PWD/$stage/clips" \
             tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;

@@ -3,11 +3,13 @@
 # scratch prefix (scripts/install.sh), builds the tests in tests/c/ against
 # the installed header and library only (pkg-config), as C99 and as C++17,
 # runs them (test_cuda covers the CUDA path where a GPU is usable and the
-# fallbacks where not; test_abi is compiled against the frozen header of the
-# first struct layout, tests/c/abi/, as a program built against an older
-# header), links one statically against libcuframes.a (pkg-config --static),
-# and runs one under valgrind when it is installed.
-# Prints "C-API: N passed, M failed" last; exits non-zero on any failure.
+# fallbacks where not; its GPU-only tests count as skipped without one; test_abi
+# is compiled against the frozen header of the first struct layout, tests/c/abi/,
+# as a program built against an older header), links one statically against
+# libcuframes.a (pkg-config --static), and runs one under valgrind when it is
+# installed (a skipped check when not).
+# Prints "C-API: N passed, M failed, K skipped" last; exits non-zero on any
+# failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +25,7 @@ if ! command -v pkg-config >/dev/null 2>&1; then
     fi
     if ! command -v pkg-config >/dev/null 2>&1; then
         echo "test-c.sh: pkg-config not found (apt-get install pkgconf)" >&2
-        echo "C-API: 0 passed, 1 failed (no pkg-config)"
+        echo "C-API: 0 passed, 1 failed, 0 skipped (no pkg-config)"
         exit 1
     fi
 fi
@@ -36,7 +38,7 @@ mkdir -p "$bin"
 
 echo "== scripts/install.sh --prefix $prefix"
 if ! scripts/install.sh --prefix "$prefix"; then
-    echo "C-API: 0 passed, 1 failed (install.sh)"
+    echo "C-API: 0 passed, 1 failed, 0 skipped (install.sh)"
     exit 1
 fi
 
@@ -50,6 +52,7 @@ cxx_flags=(-x c++ -std=c++17 -Wall -Wextra -Werror -pedantic)
 
 passed=0
 failed=0
+skipped=0
 fail() {
     echo "FAILED: $*" >&2
     failed=$((failed + 1))
@@ -66,7 +69,7 @@ build() { # name, compiler and flags..., -- link flags...
     fi
 }
 
-# Runs a test binary and adds its "N passed, M failed" to the totals.
+# Runs a test binary and adds its "N passed, M failed, K skipped" to the totals.
 run() { # label, command...
     local label=$1
     shift
@@ -75,12 +78,13 @@ run() { # label, command...
     "$@" 2>&1 | tee "$log"
     local status=${PIPESTATUS[0]}
     local summary
-    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
     if [ -n "$summary" ]; then
-        local p f
-        read -r p _ f _ <<<"${summary//,/}"
+        local p f s
+        read -r p _ f _ s _ <<<"${summary//,/}"
         passed=$((passed + p))
         failed=$((failed + f))
+        skipped=$((skipped + s))
         if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
             fail "$label exited with status $status"
         fi
@@ -150,8 +154,9 @@ if command -v valgrind >/dev/null 2>&1; then
             --leak-check=full --errors-for-leak-kinds=definite "$bin/test_capi-c"
     fi
 else
-    echo "== valgrind not installed: memory check skipped"
+    echo "skip    memory check under valgrind (valgrind not installed)"
+    skipped=$((skipped + 1))
 fi
 
-echo "C-API: $passed passed, $failed failed"
+echo "C-API: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -7,7 +7,9 @@
 # (host memory; the CUDA tests skip without a GPU, PyTorch or CuPy). The
 # headers for the ctypes layout check come from scripts/install.sh into a
 # scratch prefix. Needs python3 with venv and PyPI (or a pip cache/mirror).
-# Prints "Python: ok" or "Python: FAILED" last.
+# Prints "Python: N passed, N failed, N skipped" last (pytest's counts, the
+# fresh-venv and ctypes checks counted as two more tests), with pytest's
+# reasons for what it skipped above it; exits non-zero on a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +28,7 @@ if [ ! -x "$venv/bin/python" ]; then
     echo "== $python -m venv $venv"
     if ! "$python" -m venv "$venv"; then
         echo "test-python.sh: '$python -m venv' failed (Debian/Ubuntu: apt-get install python3-venv)" >&2
-        echo "Python: FAILED (no venv)"
+        echo "Python: 0 passed, 1 failed, 0 skipped (no venv)"
         exit 1
     fi
 fi
@@ -47,9 +49,10 @@ with cuframes.Publisher("wheel", "nv12", 64, 48, memory="host") as pub, cuframes
     with sub.next() as f:
         assert all(pattern.check_plane("nv12", 0, i, p) for i, p in enumerate(f.planes))
 print("   fresh venv: library", cuframes.library_path, "- a frame round trip ok")') || {
-    echo "Python: FAILED (the wheel in a fresh venv)"
+    echo "Python: 0 passed, 1 failed, 0 skipped (the wheel in a fresh venv)"
     exit 1
 }
+checks=1 # the wheel in a fresh venv
 
 echo "== pip install ./python numpy pytest"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest
@@ -87,14 +90,32 @@ for line in bad:
     name, size = line.split()
     print("ctypes %s is %d bytes, cuframes.h says %s" % (name, ctypes.sizeof(getattr(_lib, name)), size))
 sys.exit(1 if bad else 0)'; then
-    echo "Python: FAILED (ctypes layout)"
+    echo "Python: $checks passed, 1 failed, 0 skipped (ctypes layout)"
     exit 1
 fi
+checks=$((checks + 1))
 
 echo "== pytest python/tests"
-if "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider python/tests; then
-    echo "Python: ok"
-else
-    echo "Python: FAILED"
+report=$wheels/pytest.xml
+rc=0
+"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider --junitxml="$report" python/tests || rc=$?
+# The counts from pytest's JUnit report: tests, failures, errors, skipped.
+if ! counts=$("$venv/bin/python" - "$report" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+n = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+failed = n["failures"] + n["errors"]
+print(n["tests"] - failed - n["skipped"], failed, n["skipped"])
+PY
+); then
+    echo "Python: $checks passed, 1 failed, 0 skipped (pytest exited $rc with no report)"
     exit 1
 fi
+read -r passed failed skipped <<<"$counts"
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    failed=1 # pytest failed outside any test (collection, usage)
+fi
+echo "Python: $((passed + checks)) passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

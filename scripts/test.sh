@@ -25,12 +25,56 @@ if ! diff -u include/cuframes.h "$generated"; then
     echo "test.sh: include/cuframes.h is stale; run scripts/gen-header.sh and commit the result" >&2
     exit 1
 fi
-echo "== cargo test"
-cargo test --workspace --locked
-echo "== C API tests (scripts/test-c.sh)"
-scripts/test-c.sh
-echo "== Python bindings (scripts/test-python.sh)"
-scripts/test-python.sh
-echo "== FFmpeg end to end (scripts/build-ffmpeg.sh, tests/ffmpeg/run.sh)"; scripts/build-ffmpeg.sh; tests/ffmpeg/run.sh
-echo "== Kubernetes and Compose manifests (scripts/test-manifests.sh)"; scripts/test-manifests.sh
-echo "== The Docker image: containers sharing only a volume (scripts/test-docker.sh)"; scripts/test-docker.sh
+# The test suites. Each ends with "LABEL: N passed, N failed, N skipped" (a test
+# that could not run its subject here is skipped, never passed); every suite
+# runs even when an earlier one failed, and the totals come last.
+logs=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-test.XXXXXX")
+trap 'rm -f "$generated"; rm -rf "$logs"' EXIT
+summaries=()
+all_passed=0
+all_failed=0
+all_skipped=0
+# suite LABEL TITLE COMMAND...: runs one suite and keeps its summary line.
+suite() {
+    local label=$1 title=$2 log
+    shift 2
+    log=$logs/${#summaries[@]}.log
+    echo "== $title"
+    local status=0
+    { "$@" 2>&1 | tee "$log"; status=${PIPESTATUS[0]}; } || true
+    local line p=0 f=0 s=0
+    line=$(grep -E "^$label: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -n 1 || true)
+    if [ -n "$line" ]; then
+        read -r p f s <<<"$(sed -E 's/^[^:]*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/' <<<"$line")"
+        if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+            f=1
+            line="$line; but it exited $status"
+        fi
+    else
+        f=1
+        line="$label: no summary line; exited $status"
+    fi
+    summaries+=("$line")
+    all_passed=$((all_passed + p))
+    all_failed=$((all_failed + f))
+    all_skipped=$((all_skipped + s))
+}
+ffmpeg_suite() {
+    scripts/build-ffmpeg.sh || {
+        echo "ffmpeg tests: 0 passed, 1 failed, 0 skipped (scripts/build-ffmpeg.sh failed)"
+        return 1
+    }
+    tests/ffmpeg/run.sh
+}
+
+suite Rust "cargo test (scripts/test-rust.sh)" scripts/test-rust.sh
+suite C-API "C API tests (scripts/test-c.sh)" scripts/test-c.sh
+suite Python "Python bindings (scripts/test-python.sh)" scripts/test-python.sh
+suite "ffmpeg tests" "FFmpeg end to end (scripts/build-ffmpeg.sh, tests/ffmpeg/run.sh)" ffmpeg_suite
+suite Manifests "Kubernetes and Compose manifests (scripts/test-manifests.sh)" scripts/test-manifests.sh
+suite "docker tests" "The Docker image: containers sharing only a volume (scripts/test-docker.sh)" scripts/test-docker.sh
+
+echo "== Totals"
+printf '%s\n' "${summaries[@]}"
+echo "All: $all_passed passed, $all_failed failed, $all_skipped skipped"
+[ "$all_failed" -eq 0 ]

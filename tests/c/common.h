@@ -54,30 +54,48 @@ typedef struct test_case {
     test_fn run;
 } test_case;
 
+/* What a test returns when this machine cannot run its subject (no GPU,
+ * say): counted as skipped, never as passed. Automake's code for it. */
+#define TEST_SKIPPED 77
+
+/* Returns TEST_SKIPPED from the test, saying why. */
+#define SKIP(why)                                                                          \
+    do {                                                                                   \
+        printf("        skipped: %s\n", (why));                                            \
+        return TEST_SKIPPED;                                                               \
+    } while (0)
+
 /* Runs every test (or the one named by argv[1]); prints one line each and
- * a summary "N passed, M failed"; returns the exit status. */
+ * a summary "N passed, M failed, K skipped"; returns the exit status. */
 static inline int run_tests(const test_case *tests, size_t count, int argc, char **argv) {
     int passed = 0;
     int failed = 0;
+    int skipped = 0;
     size_t i;
     for (i = 0; i < count; i++) {
+        int result;
         if (argc > 1 && strcmp(argv[1], tests[i].name) != 0) {
             continue;
         }
-        if (tests[i].run() == 0) {
+        fflush(stdout);
+        result = tests[i].run();
+        if (result == 0) {
             printf("ok      %s\n", tests[i].name);
             passed++;
+        } else if (result == TEST_SKIPPED) {
+            printf("skip    %s\n", tests[i].name);
+            skipped++;
         } else {
             printf("FAILED  %s\n", tests[i].name);
             failed++;
         }
         fflush(stdout);
     }
-    if (passed + failed == 0) {
+    if (passed + failed + skipped == 0) {
         fprintf(stderr, "no test named %s\n", argc > 1 ? argv[1] : "(none)");
         return 2;
     }
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed == 0 ? 0 : 1;
 }
 

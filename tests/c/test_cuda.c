@@ -352,16 +352,14 @@ static int publish_into_host(void) {
 
 static int test_device_planes_into_cuda_slots(void) {
     if (!have_gpu) {
-        printf("        (no GPU: skipped)\n");
-        return 0;
+        SKIP("no usable GPU");
     }
     return isolated(publish_into_cuda);
 }
 
 static int test_device_planes_into_host_slots(void) {
     if (!have_gpu) {
-        printf("        (no GPU: skipped)\n");
-        return 0;
+        SKIP("no usable GPU");
     }
     return isolated(publish_into_host);
 }
@@ -372,8 +370,7 @@ static int external_slots_body(void);
 
 static int test_external_slots_without_a_copy(void) {
     if (!have_gpu) {
-        printf("        (no GPU: skipped)\n");
-        return 0;
+        SKIP("no usable GPU");
     }
     return isolated(external_slots_body);
 }

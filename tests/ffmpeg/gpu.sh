@@ -17,6 +17,7 @@ OUT=${OUT:-}
 if ! cuda_usable; then
     echo "no usable CUDA device:"
     sed 's/^/  /' "$WORK/cuda.err"
+    result "a CUDA device is usable (every test needs one)" 0
     summary
     exit 1
 fi
@@ -137,12 +138,12 @@ test_reconnect() {
     local p1=$BGPID
     wait_published || ok=0
     bg 60 "$d/sub.md5" "$d/sub.err" -f cuframes -reconnect 1 -reconnect_timeout 5000 -i "$KEY" \
-        -vf "$DOWN" -f framemd5 -
+        -vf "$DOWN" -flush_packets 1 -f framemd5 -
     local s=$BGPID
-    sleep 1.5
+    wait_for "frames of the first publisher" 30 has_frames "$d/sub.md5" 10 || ok=0
     kill -KILL -- "-$p1"
-    local killed=$SECONDS
-    sleep 0.3
+    wait_for "the subscriber to wait for a new publisher" 10 logged "$d/sub.err" "went away; waiting up to" ||
+        ok=0
     bg 60 /dev/null "$d/pub2.err" "${NVDEC[@]}" -frames:v 60 -f cuframes -policy strict_wait \
         -wait_subscribers 1 "$KEY"
     local p2=$BGPID
@@ -205,11 +206,13 @@ test_containers() {
     ibg 60 /dev/null "$d/pub1.err" -re "${NVDEC[@]}" -f cuframes "$KEY"
     local p1=$BGPID
     wait_published || ok=0
-    ibg 60 "$d/r.md5" "$d/r.err" -f cuframes -reconnect 1 -reconnect_timeout 10000 -i "$KEY" -vf "$DOWN" -f framemd5 -
+    ibg 60 "$d/r.md5" "$d/r.err" -f cuframes -reconnect 1 -reconnect_timeout 10000 -i "$KEY" -vf "$DOWN" \
+        -flush_packets 1 -f framemd5 -
     local s=$BGPID
-    sleep 2
+    wait_for "frames of the first publisher" 30 has_frames "$d/r.md5" 10 || ok=0
     kill -KILL -- "-$p1"
-    sleep 0.3
+    wait_for "the subscriber to wait for a new publisher" 10 logged "$d/r.err" "went away; waiting up to" ||
+        ok=0
     ibg 60 /dev/null "$d/pub2.err" "${NVDEC[@]}" -frames:v 60 -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
     local p2=$BGPID
     waitrc $p2 || { echo "  second publisher failed"; ok=0; }
@@ -308,13 +311,17 @@ pcie_run() {
 test_pcie() {
     LONG=(-hwaccel cuda -hwaccel_output_format cuda -i "$WORK/long.mp4")
     ff 120 -f lavfi -i "testsrc2=size=1920x1080:rate=30" -frames:v 1500 -c:v libx264 -preset ultrafast \
-        -pix_fmt yuv420p "$WORK/long.mp4" 2>/dev/null || return 0
+        -pix_fmt yuv420p "$WORK/long.mp4" 2>"$WORK/long.err" || {
+        show "$WORK/long.err"
+        result "PCIe: the zero-copy path moves no frames to the host" 0 "(cannot make the clip)"
+        return 0
+    }
     local zero down
     zero=$(pcie_run zero-copy -vf "scale_cuda=960:540")
     down=$(pcie_run download -vf "hwdownload,format=nv12")
     echo "     PCIe device->host (txpci, MB/s mean): zero-copy subscriber $zero, downloading subscriber $down"
     if [ "$zero" = NA ] || [ "$down" = NA ]; then
-        echo "     (nvidia-smi dmon gives no PCIe counters here: not measured)"
+        skipped "PCIe: the zero-copy path moves no frames to the host" "(nvidia-smi dmon gives no PCIe counters here)"
         return 0
     fi
     result "PCIe: the zero-copy path moves no frames to the host" \
@@ -478,7 +485,8 @@ selected props && {
 }
 
 # h264_nvenc fed from the input device: the H200 has no NVENC, so the encoder's own
-# error is the expected end; the frames must have reached it.
+# error is the expected end (counted apart, as an expected failure, not a pass); the
+# frames must have reached it (else it is a failure).
 test_nvenc() {
     local d="$WORK/nvenc" ok=1
     mkdir -p "$d"
@@ -502,8 +510,12 @@ test_nvenc() {
             ok=0
         }
         [ -n "$why" ] || { echo "  no NVENC error message"; ok=0; }
-        [ $ok = 1 ] || show "$d/sub.err"
-        result "input device -> h264_nvenc: NVENC's own error" $ok "(exit $rc): $why"
+        if [ $ok = 1 ]; then
+            expected_failure "input device -> h264_nvenc" "(exit $rc, NVENC's own error: $why)"
+        else
+            show "$d/sub.err"
+            result "input device -> h264_nvenc: NVENC's own error" 0 "(exit $rc)"
+        fi
     fi
 }
 selected nvenc && test_nvenc

@@ -3,7 +3,8 @@
 //! CUDA slots shared as IPC handles (decision 27), as real processes.
 //!
 //! The host variants run everywhere. The CUDA ones need an NVIDIA GPU: they
-//! are ignored by default and run by `scripts/gpu-test.sh` (`--ignored`).
+//! are ignored by default, sit in `needs_gpu`, and are run by
+//! `scripts/gpu-test.sh` (`--include-ignored`).
 
 mod common;
 
@@ -150,19 +151,21 @@ macro_rules! every_backend {
                 super::$scenario(super::Backend::Host);
             })*
         }
-        mod cuda_fd {
-            $(#[test]
-            #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
-            fn $scenario() {
-                super::$scenario(super::Backend::CudaFd);
-            })*
-        }
-        mod cuda_ipc {
-            $(#[test]
-            #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
-            fn $scenario() {
-                super::$scenario(super::Backend::CudaIpc);
-            })*
+        mod needs_gpu {
+            mod cuda_fd {
+                $(#[test]
+                #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+                fn $scenario() {
+                    super::super::$scenario(super::super::Backend::CudaFd);
+                })*
+            }
+            mod cuda_ipc {
+                $(#[test]
+                #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+                fn $scenario() {
+                    super::super::$scenario(super::super::Backend::CudaIpc);
+                })*
+            }
         }
     };
 }

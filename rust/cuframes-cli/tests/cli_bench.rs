@@ -184,13 +184,10 @@ fn bad_arguments_name_the_option() {
     assert!(out.stderr.contains("--subscribers"), "{out}");
 }
 
+/// Without a GPU (hidden with CUDA_VISIBLE_DEVICES where there is one).
 #[test]
 fn cuda_without_a_gpu_is_a_clear_error() {
-    if cuframes::cuda_available() {
-        eprintln!("skipped: a CUDA device is usable here");
-        return;
-    }
     let env = TestEnv::new();
-    let out = env.run(&["bench", "--memory", "cuda", "--size", "64x48", "--frames", "10"]);
+    let out = env.run_without_gpu(&["bench", "--memory", "cuda", "--size", "64x48", "--frames", "10"]);
     out.assert_error(&["--memory cuda", "CUDA is not available"]);
 }

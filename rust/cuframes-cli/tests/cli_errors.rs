@@ -226,10 +226,12 @@ fn bad_publish_arguments() {
 fn cuda_device_needs_a_gpu() {
     let env = TestEnv::new();
     let key = env.key("err-cudadev");
+    // Every run without a GPU (hidden where there is one; tests/cuda.rs
+    // publishes on a device).
     let publish = |extra: &[&str]| {
         let mut argv = vec!["publish", key.as_str(), "--frames", "1", "--size", "160x120"];
         argv.extend_from_slice(extra);
-        env.run(&argv)
+        env.run_without_gpu(&argv)
     };
     // Parsed, and it asks for CUDA memory: host is a contradiction.
     publish(&["--cuda-device", "0", "--memory", "host"])
@@ -240,11 +242,8 @@ fn cuda_device_needs_a_gpu() {
     assert!(out.stderr.contains("--cuda-device"), "{out}");
     let out = publish(&["--cuda-device=-1"]);
     assert_eq!(out.code(), Some(2), "ordinals only: {out}");
-    if cuframes::cuda_available() {
-        return; // tests/cuda.rs publishes on a device
-    }
-    // Without a GPU: the clear CUDA error, also with --memory auto (which
-    // would otherwise fall back to host memory).
+    // The clear CUDA error, also with --memory auto (which would otherwise
+    // fall back to host memory).
     for memory in ["auto", "cuda"] {
         publish(&["--cuda-device", "1", "--memory", memory]).assert_error(&["CUDA is not available"]);
         assert_nothing_created(&env, &key);
@@ -252,7 +251,7 @@ fn cuda_device_needs_a_gpu() {
     publish(&["--cuda-device", "0"]).assert_error(&["CUDA is not available"]);
     // A subscriber that names a device needs a GPU before it connects.
     let _publisher = host_publisher(&env, &key);
-    env.run(&["subscribe", &key, "--frames", "1", "--cuda-device", "0"])
+    env.run_without_gpu(&["subscribe", &key, "--frames", "1", "--cuda-device", "0"])
         .assert_error(&["CUDA is not available"]);
     let out = env.run(&["subscribe", &key, "--frames", "1", "--cuda-device", "nope"]);
     assert_eq!(out.code(), Some(2), "a usage error: {out}");

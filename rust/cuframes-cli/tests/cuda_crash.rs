@@ -5,9 +5,9 @@
 //! points are those of `rust/cuframes/src/testhook.rs`
 //! (`CUFRAMES_TEST_ABORT_AT=<point>[:<n>]`).
 //!
-//! These need an NVIDIA GPU: they are ignored by default and run on the GPU
-//! machine with `--ignored` (one at a time: `--test-threads=1`; they also
-//! serialise themselves). Without a GPU every case fails at once, saying
+//! These need an NVIDIA GPU: they are ignored by default, sit in
+//! `needs_gpu`, and are run on the GPU machine with `--ignored` (one at a
+//! time: `--test-threads=1`; they also serialise themselves). Without a GPU every case fails at once, saying
 //! that `cuframes publish --memory cuda` could not start.
 //!
 //! Publisher cases: the survivor subscriber process ends with a
@@ -466,14 +466,17 @@ fn subscriber_crash(policy: Policy, point: SubPoint) {
 
 macro_rules! matrix {
     ($($name:ident: $f:ident($policy:ident, $point:expr);)*) => {
-        $(
-            #[test]
-            #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
-            fn $name() {
-                let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-                $f(Policy::$policy, $point);
-            }
-        )*
+        mod needs_gpu {
+            use super::*;
+            $(
+                #[test]
+                #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+                fn $name() {
+                    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+                    $f(Policy::$policy, $point);
+                }
+            )*
+        }
     };
 }
 

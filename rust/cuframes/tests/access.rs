@@ -23,10 +23,6 @@ fn shm_file(key: &str) -> String {
     format!("/dev/shm/cuframes-{key}")
 }
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
 #[test]
 fn private_by_default() {
     let base = tempfile::tempdir().unwrap();
@@ -135,84 +131,6 @@ fn unsafe_runtime_directories_are_refused() {
     // Sticky like /tmp: allowed.
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
     drop(Publisher::create(config(&unique_key("sticky"), &open)).unwrap());
-
-    if is_root() {
-        let foreign = base.path().join("foreign");
-        std::fs::create_dir(&foreign).unwrap();
-        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
-        let err = Publisher::create(config(&unique_key("foreign"), &foreign)).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
-        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
-    } else {
-        eprintln!("skipped the foreign-owner case: needs root");
-    }
-}
-
-/// Our subscriber maps the header its publisher sends over the socket
-/// (decision 27), so a name planted or changed in /dev/shm does not matter.
-#[test]
-fn the_header_sent_by_the_publisher_is_used_not_the_name() {
-    if !is_root() {
-        eprintln!("skipped: needs root to chown the shared header");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let key = unique_key("shmsent");
-    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
-    std::os::unix::fs::chown(shm_file(&key), Some(65534), None).unwrap();
-    let mut sub = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap();
-    publish_pattern(&mut publisher);
-    let lease = sub.next(Some(std::time::Duration::from_secs(5))).unwrap();
-    assert!(lease_matches(&lease));
-}
-
-fn read_message(sock: &mut UnixStream) -> Message {
-    let mut buf = vec![0u8; 8];
-    sock.read_exact(&mut buf).unwrap();
-    let len = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as usize;
-    buf.resize(8 + len, 0);
-    sock.read_exact(&mut buf[8..]).unwrap();
-    Message::decode(&buf).unwrap().unwrap().0
-}
-
-/// A publisher that sends no header descriptor (protocol v1) leaves the
-/// subscriber to open the header by name; one that belongs to another user
-/// than the publisher is refused (anyone can create names in /dev/shm). The
-/// v1 publisher here relays a real one's HELLO_RESP, asked without
-/// `EARLY_FDS`.
-#[test]
-fn a_header_of_another_user_is_refused() {
-    if !is_root() {
-        eprintln!("skipped: needs root to chown the shared header");
-        return;
-    }
-    let real = tempfile::tempdir().unwrap();
-    let v1 = tempfile::tempdir().unwrap();
-    let key = unique_key("shmowner");
-    let _publisher = Publisher::create(config(&key, real.path())).unwrap();
-    std::os::unix::fs::chown(shm_file(&key), Some(65534), None).unwrap();
-    let listener = UnixListener::bind(v1.path().join(format!("{key}.sock"))).unwrap();
-    let real_socket = real.path().join(format!("{key}.sock"));
-    let relay = std::thread::spawn(move || {
-        let (mut sub, _) = listener.accept().unwrap();
-        let Message::HelloReq(mut hello) = read_message(&mut sub) else {
-            panic!("HELLO_REQ first")
-        };
-        assert_ne!(hello.ext_flags, 0, "our subscribers ask for descriptors");
-        hello.ext_flags = 0;
-        let mut publisher = UnixStream::connect(real_socket).unwrap();
-        publisher
-            .write_all(&Message::HelloReq(hello).encode().unwrap())
-            .unwrap();
-        let resp = read_message(&mut publisher);
-        sub.write_all(&resp.encode().unwrap()).unwrap();
-        let mut rest = Vec::new();
-        let _ = sub.read_to_end(&mut rest); // until the subscriber gives up
-    });
-    let err = Subscriber::connect(subscriber_config(&key, v1.path(), "s")).unwrap_err();
-    relay.join().unwrap();
-    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
-    assert!(err.to_string().contains("belongs to uid 65534"), "{err}");
 }
 
 #[test]
@@ -278,4 +196,95 @@ fn host_slot_memory_cannot_be_written_by_subscribers() {
     publish_pattern(&mut publisher);
     let lease = sub.next(SECOND).unwrap();
     assert!(lease_matches(&lease));
+}
+
+/// What only root can set up: files of another user.
+mod needs_root {
+    use super::*;
+
+    /// Panics unless root (`chown` to another user is the subject's setup).
+    fn require_root() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test cannot run its subject here: it needs root (it is #[ignore]d for that reason; \
+         scripts/test-rust.sh runs it only as root)"
+        );
+    }
+
+    /// An existing runtime directory of another user is refused.
+    #[test]
+    #[ignore = "needs root (chown): run by scripts/test-rust.sh as root"]
+    fn a_runtime_directory_of_another_user_is_refused() {
+        require_root();
+        let base = tempfile::tempdir().unwrap();
+        let foreign = base.path().join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        let err = Publisher::create(config(&unique_key("foreign"), &foreign)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+    }
+
+    /// Our subscriber maps the header its publisher sends over the socket
+    /// (decision 27), so a name planted or changed in /dev/shm does not matter.
+    #[test]
+    #[ignore = "needs root (chown): run by scripts/test-rust.sh as root"]
+    fn the_header_sent_by_the_publisher_is_used_not_the_name() {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("shmsent");
+        let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+        std::os::unix::fs::chown(shm_file(&key), Some(65534), None).unwrap();
+        let mut sub = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap();
+        publish_pattern(&mut publisher);
+        let lease = sub.next(Some(std::time::Duration::from_secs(5))).unwrap();
+        assert!(lease_matches(&lease));
+    }
+
+    fn read_message(sock: &mut UnixStream) -> Message {
+        let mut buf = vec![0u8; 8];
+        sock.read_exact(&mut buf).unwrap();
+        let len = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as usize;
+        buf.resize(8 + len, 0);
+        sock.read_exact(&mut buf[8..]).unwrap();
+        Message::decode(&buf).unwrap().unwrap().0
+    }
+
+    /// A publisher that sends no header descriptor (protocol v1) leaves the
+    /// subscriber to open the header by name; one that belongs to another user
+    /// than the publisher is refused (anyone can create names in /dev/shm). The
+    /// v1 publisher here relays a real one's HELLO_RESP, asked without
+    /// `EARLY_FDS`.
+    #[test]
+    #[ignore = "needs root (chown): run by scripts/test-rust.sh as root"]
+    fn a_header_of_another_user_is_refused() {
+        require_root();
+        let real = tempfile::tempdir().unwrap();
+        let v1 = tempfile::tempdir().unwrap();
+        let key = unique_key("shmowner");
+        let _publisher = Publisher::create(config(&key, real.path())).unwrap();
+        std::os::unix::fs::chown(shm_file(&key), Some(65534), None).unwrap();
+        let listener = UnixListener::bind(v1.path().join(format!("{key}.sock"))).unwrap();
+        let real_socket = real.path().join(format!("{key}.sock"));
+        let relay = std::thread::spawn(move || {
+            let (mut sub, _) = listener.accept().unwrap();
+            let Message::HelloReq(mut hello) = read_message(&mut sub) else {
+                panic!("HELLO_REQ first")
+            };
+            assert_ne!(hello.ext_flags, 0, "our subscribers ask for descriptors");
+            hello.ext_flags = 0;
+            let mut publisher = UnixStream::connect(real_socket).unwrap();
+            publisher
+                .write_all(&Message::HelloReq(hello).encode().unwrap())
+                .unwrap();
+            let resp = read_message(&mut publisher);
+            sub.write_all(&resp.encode().unwrap()).unwrap();
+            let mut rest = Vec::new();
+            let _ = sub.read_to_end(&mut rest); // until the subscriber gives up
+        });
+        let err = Subscriber::connect(subscriber_config(&key, v1.path(), "s")).unwrap_err();
+        relay.join().unwrap();
+        assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+        assert!(err.to_string().contains("belongs to uid 65534"), "{err}");
+    }
 }

@@ -1,10 +1,13 @@
 //! Conformance with protocol v1: the shared header byte by byte as a live
-//! publisher writes it, every message's encoding, and the spec §7 cases.
+//! publisher writes it, every control message against golden bytes written
+//! by hand from the spec's tables (§3) and the project's extensions
+//! (`docs/protocol-notes.md`), and the spec §7 cases. Struct sizes and field
+//! offsets (§2, §7 test_layout.c) are asserted at compile time in
+//! `rust/cuframes/src/wire/layout.rs`, so they are not repeated here.
 
 mod common;
 
 use std::io::{Read, Write};
-use std::mem::{offset_of, size_of};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -20,45 +23,6 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 }
 fn zero(b: &[u8], range: std::ops::Range<usize>) -> bool {
     b[range].iter().all(|&x| x == 0)
-}
-
-#[test]
-fn struct_sizes_and_offsets_match_the_spec_tables() {
-    assert_eq!(size_of::<FrameMeta>(), 64);
-    assert_eq!(size_of::<SlotDescriptor>(), 192);
-    assert_eq!(size_of::<SubscriberSlot>(), 128);
-    assert_eq!(size_of::<SharedHeader>(), 0x1D00);
-    assert_eq!(HEADER_SIZE, 7424);
-    let header = [
-        (offset_of!(SharedHeader, magic), 0x0000),
-        (offset_of!(SharedHeader, proto_version), 0x0004),
-        (offset_of!(SharedHeader, lib_version_major), 0x0008),
-        (offset_of!(SharedHeader, lib_version_minor), 0x000C),
-        (offset_of!(SharedHeader, lib_version_patch), 0x0010),
-        (offset_of!(SharedHeader, reserved_a), 0x0014),
-        (offset_of!(SharedHeader, producer_pid), 0x0018),
-        (offset_of!(SharedHeader, ring_size), 0x0020),
-        (offset_of!(SharedHeader, ownership_mode), 0x0028),
-        (offset_of!(SharedHeader, policy), 0x0030),
-        (offset_of!(SharedHeader, max_subscribers), 0x0038),
-        (offset_of!(SharedHeader, meta), 0x0040),
-        (offset_of!(SharedHeader, ipc_event_handle), 0x0080),
-        (offset_of!(SharedHeader, global_seq), 0x00C0),
-        (offset_of!(SharedHeader, subscriber_bitmap), 0x00C8),
-        (offset_of!(SharedHeader, shutdown_flag), 0x00D0),
-        (offset_of!(SharedHeader, ack_futex), 0x00D8),
-        (offset_of!(SharedHeader, publisher_waiting), 0x00DC),
-        (offset_of!(SharedHeader, reserved_b), 0x00E0),
-        (offset_of!(SharedHeader, slots), 0x0100),
-        (offset_of!(SharedHeader, subscribers), 0x0D00),
-    ];
-    for (i, (actual, spec)) in header.into_iter().enumerate() {
-        assert_eq!(actual, spec, "header field #{i}");
-    }
-    assert_eq!(offset_of!(SlotDescriptor, cuda_ptr_external), 0x60);
-    assert_eq!(offset_of!(SlotDescriptor, reserved_b), 0x90);
-    assert_eq!(offset_of!(SubscriberSlot, consumer_name), 0x20);
-    assert_eq!(offset_of!(SubscriberSlot, reserved), 0x40);
 }
 
 /// Reads a live publisher's shared memory as raw bytes and checks every
@@ -176,160 +140,419 @@ fn live_header_is_byte_exact() {
     );
 }
 
-fn one_of_each() -> Vec<Message> {
+/// One message written out by hand: its bytes as the spec's tables lay them
+/// out, the value they mean, and where its reserved bytes are (offsets in
+/// the whole message, header included).
+struct Golden {
+    what: &'static str,
+    bytes: Vec<u8>,
+    message: Message,
+    reserved: std::ops::Range<usize>,
+}
+
+/// The fields of a message, in order, each a byte string.
+fn fields(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+/// A GPU's UUID (16 bytes) for the frame meta's `device_uuid`.
+const UUID: [u8; 16] = [
+    0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F,
+];
+
+/// The frame meta of the accepted HELLO_RESP below: 1920x1080 NV12, and
+/// every extension set (memory kind, frame rate, device UUID).
+fn golden_meta() -> FrameMeta {
     let mut meta = FrameMeta::zeroed();
-    meta.format = 1;
+    meta.format = PixelFormat::Nv12.wire();
     meta.width = 1920;
     meta.height = 1080;
     meta.pitch_y = 2048;
     meta.pitch_uv = 2048;
-    meta.frame_size_bytes = 2048 * 1620;
-    vec![
-        Message::HelloReq(HelloReq {
-            proto_version: 1,
-            name: "encoder-0".into(),
-            cuda_device: 0,
-            mode: 1,
-            ext_flags: 0,
-        }),
-        Message::HelloResp(HelloResp {
-            result: 0,
-            proto_version: 1,
-            accept: Some(HelloAccept {
-                ring_size: 4,
-                ownership_mode: 0,
-                meta,
-                shm_path: "/cuframes-cam1".into(),
-                early_fds: 0,
+    meta.bits_per_pixel = 12;
+    meta.frame_size_bytes = 2048 * 1080 + 2048 * 540;
+    meta.memory_kind = MEMORY_KIND_CUDA_FD;
+    meta.fps_num = 30000;
+    meta.fps_den = 1001;
+    meta.device_uuid = UUID;
+    meta
+}
+
+/// Every control message (spec §3.2's types), most in more than one form,
+/// as golden bytes. Numbers are little-endian (spec header); each line is
+/// one field of the spec's table for that message, or of the TLV header
+/// (§3.1: type u32, payload_length u32).
+fn goldens() -> Vec<Golden> {
+    let zeros8: &[u8] = &[0; 8];
+    let zeros12: &[u8] = &[0; 12];
+    let mut all = vec![
+        // §3.3 HELLO_REQ: proto_version, consumer_name_len, consumer_name,
+        // cuda_device (i32), mode, reserved 12 (its first word: ext_flags,
+        // notes D27).
+        Golden {
+            what: "HELLO_REQ, a named CUDA subscriber in LATEST mode, v1 handshake",
+            bytes: fields(&[
+                &[0x01, 0, 0, 0], // HELLO_REQ
+                &[37, 0, 0, 0],   // 4 + 4 + 9 + 4 + 4 + 12
+                &[1, 0, 0, 0],    // proto_version 1
+                &[9, 0, 0, 0],    // consumer_name_len
+                b"encoder-0",     // consumer_name, no terminator
+                &[0, 0, 0, 0],    // cuda_device 0
+                &[1, 0, 0, 0],    // mode 1 = LATEST (notes: subscriber modes)
+                &[0, 0, 0, 0],    // ext_flags 0: a v1 subscriber
+                zeros8,           // reserved
+            ]),
+            message: Message::HelloReq(HelloReq {
+                proto_version: 1,
+                name: "encoder-0".into(),
+                cuda_device: 0,
+                mode: 1,
+                ext_flags: 0,
             }),
-        }),
-        Message::HelloResp(HelloResp {
-            result: ErrorKind::Protocol.code(),
-            proto_version: 1,
-            accept: None,
-        }),
-        Message::SubscribeReq { proto_version: 1 },
-        Message::SubscribeResp(SubscribeResp {
-            result: 0,
-            assigned_bit: 31,
-            initial_seq: u64::MAX - 1,
-        }),
-        Message::Unsubscribe { reason: 0 },
-        Message::EventFd {
-            purpose: fd_purpose::WAKEUP,
+            reserved: 37..45,
         },
-        Message::Shutdown {
-            reason: shutdown_reason::UPGRADE,
+        Golden {
+            what: "HELLO_REQ, a host subscriber that asks for early descriptors",
+            bytes: fields(&[
+                &[0x01, 0, 0, 0],
+                &[30, 0, 0, 0],            // 4 + 4 + 2 + 4 + 4 + 12
+                &[1, 0, 0, 0],             // proto_version 1
+                &[2, 0, 0, 0],             // consumer_name_len
+                b"ab",                     // consumer_name
+                &[0xFF, 0xFF, 0xFF, 0xFF], // cuda_device -1 (none)
+                &[0, 0, 0, 0],             // mode 0 = SEQUENTIAL
+                &[1, 0, 0, 0],             // ext_flags: EARLY_FDS (D27)
+                zeros8,                    // reserved
+            ]),
+            message: Message::HelloReq(HelloReq {
+                proto_version: 1,
+                name: "ab".into(),
+                cuda_device: -1,
+                mode: 0,
+                ext_flags: cuframes::wire::message::hello_flags::EARLY_FDS,
+            }),
+            reserved: 30..38,
         },
-        Message::Ping { nonce: 0xDEAD_BEEF },
-        Message::Pong { nonce: 7 },
-        Message::Error {
-            code: ErrorKind::Timeout.code(),
-            message: "ack timeout ⏱".into(),
+        Golden {
+            what: "HELLO_REQ, no name",
+            bytes: fields(&[
+                &[0x01, 0, 0, 0],
+                &[28, 0, 0, 0], // 4 + 4 + 0 + 4 + 4 + 12
+                &[1, 0, 0, 0],
+                &[0, 0, 0, 0], // consumer_name_len 0
+                &[3, 0, 0, 0], // cuda_device 3
+                &[0, 0, 0, 0],
+                &[0, 0, 0, 0],
+                zeros8,
+            ]),
+            message: Message::HelloReq(HelloReq {
+                proto_version: 1,
+                name: String::new(),
+                cuda_device: 3,
+                mode: 0,
+                ext_flags: 0,
+            }),
+            reserved: 28..36,
         },
-    ]
+        // §3.4 HELLO_RESP: result, proto_version_actual, ring_size,
+        // ownership_mode, frame_meta (§2.1, 64 bytes), shm_path_len,
+        // shm_path, reserved 12 (its first word: early_fds, notes D27).
+        Golden {
+            what: "HELLO_RESP, accepted",
+            bytes: fields(&[
+                &[0x02, 0, 0, 0],
+                &[110, 0, 0, 0], // 4 + 4 + 4 + 4 + 64 + 4 + 14 + 12
+                &[0, 0, 0, 0],   // result 0
+                &[1, 0, 0, 0],   // proto_version_actual 1
+                &[4, 0, 0, 0],   // ring_size 4
+                &[1, 0, 0, 0],   // ownership_mode 1 = EXTERNAL
+                // frame_meta, §2.1:
+                &[1, 0, 0, 0],                      // 0x00 format 1 = NV12
+                &[0x80, 0x07, 0, 0],                // 0x04 width 1920
+                &[0x38, 0x04, 0, 0],                // 0x08 height 1080
+                &[0x00, 0x08, 0, 0],                // 0x0C pitch_y 2048
+                &[0x00, 0x08, 0, 0],                // 0x10 pitch_uv 2048
+                &[12, 0, 0, 0],                     // 0x14 bits_per_pixel 12
+                &[0x00, 0xA0, 0x32, 0, 0, 0, 0, 0], // 0x18 frame_size_bytes 3317760
+                &[2, 0, 0, 0],                      // 0x20 memory_kind 2 = CUDA fd (extension)
+                &[0x30, 0x75, 0, 0],                // 0x24 fps_num 30000 (extension)
+                &[0xE9, 0x03, 0, 0],                // 0x28 fps_den 1001 (extension)
+                &UUID,                              // 0x2C device_uuid (extension)
+                &[0, 0, 0, 0],                      // 0x3C reserved
+                &[14, 0, 0, 0],                     // shm_path_len
+                b"/cuframes-cam1",                  // shm_path
+                &[3, 0, 0, 0],                      // early_fds 3 (extension): EVENT_FDs before SUBSCRIBE
+                zeros8,                             // reserved
+            ]),
+            message: Message::HelloResp(HelloResp {
+                result: 0,
+                proto_version: 1,
+                accept: Some(HelloAccept {
+                    ring_size: 4,
+                    ownership_mode: 1,
+                    meta: golden_meta(),
+                    shm_path: "/cuframes-cam1".into(),
+                    early_fds: 3,
+                }),
+            }),
+            reserved: 110..118,
+        },
+        // §3.4 "at result < 0 the payload may be shorter (result + reserved)";
+        // notes D3, E4: the first reserved word is the publisher's version.
+        Golden {
+            what: "HELLO_RESP, refused: version mismatch",
+            bytes: fields(&[
+                &[0x02, 0, 0, 0],
+                &[16, 0, 0, 0],            // 4 + 12
+                &[0xFC, 0xFF, 0xFF, 0xFF], // result -4 = PROTOCOL
+                &[1, 0, 0, 0],             // publisher's version 1 (E4)
+                zeros8,                    // reserved
+            ]),
+            message: Message::HelloResp(HelloResp {
+                result: ErrorKind::Protocol.code(),
+                proto_version: 1,
+                accept: None,
+            }),
+            reserved: 16..24,
+        },
+        Golden {
+            what: "HELLO_RESP, refused: a bad mode",
+            bytes: fields(&[
+                &[0x02, 0, 0, 0],
+                &[16, 0, 0, 0],
+                &[0xFF, 0xFF, 0xFF, 0xFF], // result -1 = INVALID_ARGUMENT
+                &[1, 0, 0, 0],
+                zeros8,
+            ]),
+            message: Message::HelloResp(HelloResp {
+                result: ErrorKind::InvalidArgument.code(),
+                proto_version: 1,
+                accept: None,
+            }),
+            reserved: 16..24,
+        },
+        // §3.5 SUBSCRIBE_REQ: proto_version, reserved 12.
+        Golden {
+            what: "SUBSCRIBE_REQ",
+            bytes: fields(&[&[0x03, 0, 0, 0], &[16, 0, 0, 0], &[1, 0, 0, 0], zeros12]),
+            message: Message::SubscribeReq { proto_version: 1 },
+            reserved: 12..24,
+        },
+        // §3.6 SUBSCRIBE_RESP: result, assigned_bit, initial_seq (8 bytes:
+        // notes D2), reserved 12.
+        Golden {
+            what: "SUBSCRIBE_RESP, bit assigned",
+            bytes: fields(&[
+                &[0x04, 0, 0, 0],
+                &[28, 0, 0, 0],            // 4 + 4 + 8 + 12
+                &[0, 0, 0, 0],             // result 0
+                &[31, 0, 0, 0],            // assigned_bit 31
+                &[8, 7, 6, 5, 4, 3, 2, 1], // initial_seq 0x0102030405060708
+                zeros12,
+            ]),
+            message: Message::SubscribeResp(SubscribeResp {
+                result: 0,
+                assigned_bit: 31,
+                initial_seq: 0x0102_0304_0506_0708,
+            }),
+            reserved: 24..36,
+        },
+        Golden {
+            what: "SUBSCRIBE_RESP, refused: too many",
+            bytes: fields(&[
+                &[0x04, 0, 0, 0],
+                &[28, 0, 0, 0],
+                &[0xFA, 0xFF, 0xFF, 0xFF], // result -6 = TOO_MANY
+                &[0, 0, 0, 0],             // no bit
+                &[0; 8],
+                zeros12,
+            ]),
+            message: Message::SubscribeResp(SubscribeResp {
+                result: ErrorKind::TooMany.code(),
+                assigned_bit: 0,
+                initial_seq: 0,
+            }),
+            reserved: 24..36,
+        },
+        // UNSUBSCRIBE (spec: no table; notes D9): reason, reserved 12.
+        Golden {
+            what: "UNSUBSCRIBE",
+            bytes: fields(&[&[0x10, 0, 0, 0], &[16, 0, 0, 0], &[0, 0, 0, 0], zeros12]),
+            message: Message::Unsubscribe { reason: 0 },
+            reserved: 12..24,
+        },
+        // PING, PONG (notes D9): nonce u64, reserved 8.
+        Golden {
+            what: "PING",
+            bytes: fields(&[
+                &[0xF0, 0, 0, 0],
+                &[16, 0, 0, 0],
+                &[0xEF, 0xCD, 0xAB, 0x89, 0x67, 0x45, 0x23, 0x01], // nonce
+                zeros8,
+            ]),
+            message: Message::Ping {
+                nonce: 0x0123_4567_89AB_CDEF,
+            },
+            reserved: 16..24,
+        },
+        Golden {
+            what: "PONG",
+            bytes: fields(&[
+                &[0xF1, 0, 0, 0],
+                &[16, 0, 0, 0],
+                &[7, 0, 0, 0, 0, 0, 0, 0],
+                zeros8,
+            ]),
+            message: Message::Pong { nonce: 7 },
+            reserved: 16..24,
+        },
+        // §3.9 ERROR: error_code, message_len, message (UTF-8), reserved 12.
+        Golden {
+            what: "ERROR, with a message",
+            bytes: fields(&[
+                &[0xFE, 0, 0, 0],
+                &[35, 0, 0, 0],            // 4 + 4 + 15 + 12
+                &[0xF9, 0xFF, 0xFF, 0xFF], // error_code -7 = TIMEOUT
+                &[15, 0, 0, 0],            // message_len (bytes)
+                b"ack timeout ",
+                &[0xE2, 0x8F, 0xB1], // U+23F1 in UTF-8
+                zeros12,
+            ]),
+            message: Message::Error {
+                code: ErrorKind::Timeout.code(),
+                message: "ack timeout ⏱".into(),
+            },
+            reserved: 31..43,
+        },
+        Golden {
+            what: "ERROR, empty",
+            bytes: fields(&[
+                &[0xFE, 0, 0, 0],
+                &[20, 0, 0, 0],
+                &[0xF2, 0xFF, 0xFF, 0xFF], // error_code -14 = PERMISSION
+                &[0, 0, 0, 0],
+                zeros12,
+            ]),
+            message: Message::Error {
+                code: ErrorKind::Permission.code(),
+                message: String::new(),
+            },
+            reserved: 16..28,
+        },
+    ];
+    // §3.7 EVENT_FD: fd_purpose, reserved 12; purposes from the spec (1)
+    // and the notes (2, 3, 4, 0x100 + n).
+    for (what, purpose, wire) in [
+        ("EVENT_FD, wake-up eventfd", fd_purpose::WAKEUP, [1, 0, 0, 0]),
+        ("EVENT_FD, host slot memory", fd_purpose::HOST_SLOTS, [2, 0, 0, 0]),
+        ("EVENT_FD, the shared header", fd_purpose::HEADER, [3, 0, 0, 0]),
+        ("EVENT_FD, CUDA fences", fd_purpose::CUDA_FENCES, [4, 0, 0, 0]),
+        (
+            "EVENT_FD, CUDA slot 5",
+            fd_purpose::CUDA_SLOT_0 + 5,
+            [0x05, 0x01, 0, 0],
+        ),
+    ] {
+        all.push(Golden {
+            what,
+            bytes: fields(&[&[0x20, 0, 0, 0], &[16, 0, 0, 0], &wire, zeros12]),
+            message: Message::EventFd { purpose },
+            reserved: 12..24,
+        });
+    }
+    // §3.8 SHUTDOWN: reason (0 normal, 1 error, 2 upgrade), reserved 12.
+    for (what, reason) in [
+        ("SHUTDOWN, normal", shutdown_reason::NORMAL),
+        ("SHUTDOWN, error", shutdown_reason::ERROR),
+        ("SHUTDOWN, upgrade", shutdown_reason::UPGRADE),
+    ] {
+        let wire = [[0u8, 0, 0, 0], [1, 0, 0, 0], [2, 0, 0, 0]][reason as usize];
+        all.push(Golden {
+            what,
+            bytes: fields(&[&[0x30, 0, 0, 0], &[16, 0, 0, 0], &wire, zeros12]),
+            message: Message::Shutdown { reason },
+            reserved: 12..24,
+        });
+    }
+    all
 }
 
 #[test]
-fn every_message_round_trips() {
-    for msg in one_of_each() {
-        let bytes = msg.encode().unwrap();
-        assert_eq!(u32_at(&bytes, 0), msg.type_id());
-        assert_eq!(u32_at(&bytes, 4) as usize, bytes.len() - 8, "{}", msg.name());
-        let (back, used) = Message::decode(&bytes).unwrap().unwrap();
-        assert_eq!(back, msg);
-        assert_eq!(used, bytes.len());
+fn goldens_cover_every_message_type() {
+    let mut seen: Vec<u32> = goldens().iter().map(|g| g.message.type_id()).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        [0x01, 0x02, 0x03, 0x04, 0x10, 0x20, 0x30, 0xF0, 0xF1, 0xFE],
+        "spec §3.2"
+    );
+    for g in goldens() {
+        assert!(
+            g.reserved.end == g.bytes.len(),
+            "{}: reserved bytes come last",
+            g.what
+        );
+        assert!(
+            zero(&g.bytes, g.reserved.clone()),
+            "{}: reserved bytes are zero",
+            g.what
+        );
+    }
+}
+
+#[test]
+fn every_message_encodes_to_its_golden_bytes() {
+    for g in goldens() {
+        assert_eq!(g.message.encode().unwrap(), g.bytes, "{}", g.what);
+    }
+}
+
+#[test]
+fn every_golden_decodes_to_its_message() {
+    for g in goldens() {
+        let (back, used) = Message::decode(&g.bytes)
+            .unwrap_or_else(|e| panic!("{}: {e}", g.what))
+            .unwrap_or_else(|| panic!("{}: needs more bytes", g.what));
+        assert_eq!(back, g.message, "{}", g.what);
+        assert_eq!(used, g.bytes.len(), "{}", g.what);
         // Any strict prefix is "need more", never an error or a message.
-        for cut in 0..bytes.len() {
+        for cut in 0..g.bytes.len() {
             assert!(
-                Message::decode(&bytes[..cut]).unwrap().is_none(),
+                Message::decode(&g.bytes[..cut]).unwrap().is_none(),
                 "{} cut {cut}",
-                msg.name()
+                g.what
             );
         }
+        // Two messages back to back: the first, and no more than its bytes.
+        let mut two = g.bytes.clone();
+        two.extend_from_slice(&g.bytes);
+        let (first, used) = Message::decode(&two).unwrap().unwrap();
+        assert_eq!((first, used), (g.message.clone(), g.bytes.len()), "{}", g.what);
     }
 }
 
-#[test]
-fn golden_encodings_and_zero_reserved_bytes() {
-    let sub_resp = Message::SubscribeResp(SubscribeResp {
-        result: 0,
-        assigned_bit: 3,
-        initial_seq: 0x0102_0304_0506_0708,
-    })
-    .encode()
-    .unwrap();
-    let mut want = vec![0x04, 0, 0, 0, 28, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0];
-    want.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
-    want.extend_from_slice(&[0; 12]);
-    assert_eq!(sub_resp, want, "SUBSCRIBE_RESP: decision 2, 28-byte payload");
-
-    let hello = Message::HelloReq(HelloReq {
-        proto_version: 1,
-        name: "ab".into(),
-        cuda_device: -1,
-        mode: 0,
-        ext_flags: 0,
-    })
-    .encode()
-    .unwrap();
-    let mut want = vec![0x01, 0, 0, 0, 30, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, b'a', b'b'];
-    want.extend_from_slice(&[0xFF; 4]);
-    want.extend_from_slice(&[0; 4 + 12]);
-    assert_eq!(hello, want);
-
-    let refused = Message::HelloResp(HelloResp {
-        result: -4,
-        proto_version: 1,
-        accept: None,
-    })
-    .encode()
-    .unwrap();
-    assert_eq!(
-        refused.len(),
-        8 + 16,
-        "decision 3: short HELLO_RESP = result + reserved"
-    );
-    assert_eq!(i32::from_le_bytes(refused[8..12].try_into().unwrap()), -4);
-
-    let ping = Message::Ping { nonce: 1 }.encode().unwrap();
-    assert_eq!(ping.len(), 8 + 16);
-    assert!(zero(&ping, 16..24));
-    for fixed in [
-        Message::SubscribeReq { proto_version: 1 },
-        Message::Unsubscribe { reason: 0 },
-        Message::EventFd { purpose: 1 },
-        Message::Shutdown { reason: 1 },
-    ] {
-        let bytes = fixed.encode().unwrap();
-        assert_eq!(bytes.len(), 8 + 16, "{}", fixed.name());
-        assert!(zero(&bytes, 12..24), "{} reserved", fixed.name());
-    }
-}
-
+/// Spec §6.3: reserved fields are written as zero and ignored on read.
 #[test]
 fn reserved_bytes_are_ignored_on_read() {
-    for msg in one_of_each() {
-        let mut bytes = msg.encode().unwrap();
-        let n = bytes.len();
-        // Every message ends in reserved bytes (8 or 12); set them. HELLO_REQ
-        // and an accepting HELLO_RESP carry an extension in their first
-        // reserved word (ext_flags, early_fds: decision 27), 8 remain.
-        let short_refusal = matches!(&msg, Message::HelloResp(r) if r.accept.is_none());
-        let extended = matches!(&msg, Message::HelloReq(_))
-            || matches!(&msg, Message::HelloResp(r) if r.accept.is_some());
-        let reserved =
-            if matches!(msg, Message::Ping { .. } | Message::Pong { .. }) || short_refusal || extended {
-                8
-            } else {
-                12
-            };
-        bytes[n - reserved..].fill(0xA5);
+    for g in goldens() {
+        let mut bytes = g.bytes.clone();
+        bytes[g.reserved.clone()].fill(0xA5);
         let (back, _) = Message::decode(&bytes).unwrap().unwrap();
-        assert_eq!(back, msg, "{}", msg.name());
+        assert_eq!(back, g.message, "{}", g.what);
     }
 }
 
+/// The golden bytes of `what`.
+fn golden(what: &str) -> Vec<u8> {
+    goldens()
+        .into_iter()
+        .find(|g| g.what == what)
+        .unwrap_or_else(|| panic!("no golden {what:?}"))
+        .bytes
+}
+
+/// Notes D12: strict decoding.
 #[test]
 fn strict_lengths_and_limits() {
     // payload_length > 4096 is refused from the header alone.
@@ -338,18 +561,18 @@ fn strict_lengths_and_limits() {
     assert_eq!(Message::decode(&big).unwrap_err().kind(), ErrorKind::Protocol);
     // A fixed-size message with one byte too many or too few.
     for delta in [-1i32, 1] {
-        let mut bytes = Message::SubscribeReq { proto_version: 1 }.encode().unwrap();
+        let mut bytes = golden("SUBSCRIBE_REQ");
         let len = (16 + delta) as usize;
         bytes.resize(8 + len, 0);
         bytes[4..8].copy_from_slice(&(len as u32).to_le_bytes());
         assert_eq!(Message::decode(&bytes).unwrap_err().kind(), ErrorKind::Protocol);
     }
-    // Unknown type.
+    // Unknown types, and a type number the spec skips.
     let mut unknown = vec![0x99, 0, 0, 0, 0, 0, 0, 0];
     assert!(Message::decode(&unknown).is_err());
     unknown[0] = 0x05;
     assert!(Message::decode(&unknown).is_err());
-    // Names: 32 bytes, invalid UTF-8, NUL inside.
+    // Names: 32 bytes, invalid UTF-8, NUL inside, a length past the payload.
     let too_long = Message::HelloReq(HelloReq {
         proto_version: 1,
         name: "n".repeat(32),
@@ -358,15 +581,7 @@ fn strict_lengths_and_limits() {
         ext_flags: 0,
     });
     assert_eq!(too_long.encode().unwrap_err().kind(), ErrorKind::InvalidArgument);
-    let good = Message::HelloReq(HelloReq {
-        proto_version: 1,
-        name: "ab".into(),
-        cuda_device: 0,
-        mode: 0,
-        ext_flags: 0,
-    })
-    .encode()
-    .unwrap();
+    let good = golden("HELLO_REQ, a host subscriber that asks for early descriptors");
     let mut bad_utf8 = good.clone();
     bad_utf8[16] = 0xFF;
     assert!(Message::decode(&bad_utf8).is_err());
@@ -377,15 +592,20 @@ fn strict_lengths_and_limits() {
     long_len[12] = 32; // claims a 32-byte name
     assert!(Message::decode(&long_len).is_err());
     // Positive results are not in the protocol.
-    let mut positive = Message::SubscribeResp(SubscribeResp {
-        result: 0,
-        assigned_bit: 1,
-        initial_seq: 0,
-    })
-    .encode()
-    .unwrap();
+    let mut positive = golden("SUBSCRIBE_RESP, bit assigned");
     positive[8] = 1;
     assert!(Message::decode(&positive).is_err());
+    let mut positive = golden("HELLO_RESP, refused: version mismatch");
+    positive[8..12].copy_from_slice(&1i32.to_le_bytes());
+    assert!(Message::decode(&positive).is_err());
+    // An accepted HELLO_RESP cut to the refusal's length.
+    let mut short = golden("HELLO_RESP, accepted")[..24].to_vec();
+    short[4..8].copy_from_slice(&16u32.to_le_bytes());
+    assert!(Message::decode(&short).is_err());
+    // ERROR whose message_len does not match its payload.
+    let mut error = golden("ERROR, with a message");
+    error[12] = 16;
+    assert!(Message::decode(&error).is_err());
 }
 
 fn raw_connect(publisher: &Publisher) -> UnixStream {

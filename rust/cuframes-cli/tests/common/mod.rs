@@ -89,6 +89,16 @@ impl TestEnv {
         self.spawn(&name, args).wait(EXIT_LIMIT)
     }
 
+    /// Runs `cuframes <args>` to completion with every CUDA device hidden
+    /// (`CUDA_VISIBLE_DEVICES=-1`): what a machine without a GPU sees, here
+    /// too when there is one.
+    pub fn run_without_gpu<S: AsRef<str>>(&self, args: &[S]) -> Finished {
+        let name = args.first().map_or("cuframes", |a| a.as_ref()).to_owned();
+        let mut cmd = self.command(args);
+        cmd.env("CUDA_VISIBLE_DEVICES", "-1");
+        Proc::spawn(&name, cmd).wait(EXIT_LIMIT)
+    }
+
     /// `cuframes publish KEY --memory host <options>` (options split at whitespace).
     pub fn publish(&self, key: &str, options: &str) -> Proc {
         let mut args = vec!["publish", key, "--memory", "host"];
@@ -180,6 +190,52 @@ impl TestEnv {
         }
     }
 }
+
+// Tests that need something a machine may lack (a GPU, root, namespaces) are
+// `#[ignore]`d with the reason, so a plain `cargo test` lists them as ignored
+// rather than passed, and sit in a module named for each thing they need:
+// `needs_gpu`, `needs_two_gpus`, `needs_root`, `needs_namespaces`.
+// `scripts/test-rust.sh` (and `scripts/gpu-test.sh` on the GPU machine) runs
+// them with `--include-ignored`, less `--skip needs_X::` for whatever this
+// machine lacks, and counts those as skipped. Each such test starts with a
+// `require_*` call: run where it cannot run its subject, it fails, saying why.
+
+/// Panics unless this process is root and `setpriv` can run the CLI as
+/// `nobody` (the `needs_root` tests of `cli_access.rs`).
+pub fn require_root() {
+    if !nix::unistd::geteuid().is_root() {
+        panic!("{NOT_HERE}: needs root");
+    }
+    let ok = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin(),
+            "--version",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{NOT_HERE}: needs setpriv, and `nobody` must be able to execute {}",
+        bin()
+    );
+}
+
+/// Panics unless this machine can make PID, IPC and mount namespaces with a
+/// private /dev/shm (the `needs_namespaces` tests).
+pub fn require_namespaces() {
+    if let Some(why) = namespaces_unavailable() {
+        panic!("{NOT_HERE}: {why}");
+    }
+}
+
+/// The start of a `require_*` failure.
+const NOT_HERE: &str = "this test cannot run its subject here (it is #[ignore]d for that reason; \
+     scripts/test-rust.sh runs it only where it can)";
 
 /// Why namespace tests cannot run here (they need root and `unshare`), or None.
 pub fn namespaces_unavailable() -> Option<String> {
