@@ -327,7 +327,7 @@ T_MAKE=$((SECONDS - T_MAKE))
 # Installed where this build keeps it (the Makefile's paths follow `prefix`), and the
 # pkg-config files, written by configure with /opt/ffmpeg, say so too.
 quiet make install prefix="$PREFIX"
-sed -i "s|^\(prefix\|libdir\|includedir\)=/opt/ffmpeg|\1=$PREFIX|" "$PREFIX"/lib/pkgconfig/*.pc
+sed -i -E "s#^(prefix|libdir|includedir)=/opt/ffmpeg#\1=$PREFIX#" "$PREFIX"/lib/pkgconfig/*.pc
 ! grep -q /opt/ffmpeg "$PREFIX"/lib/pkgconfig/*.pc || fail "$PREFIX/lib/pkgconfig/*.pc still name /opt/ffmpeg"
 read -r hits misses < <(ccache --print-stats |
     awk '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
