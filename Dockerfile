@@ -24,7 +24,8 @@ COPY . .
 RUN scripts/install.sh --prefix /opt/cuframes \
  && cargo build --release --locked -p cuframes-cli \
  && install -D -m 0755 target/release/cuframes /opt/cuframes/bin/cuframes
-# FFmpeg 7.1 from Debian's trixie source package + ffmpeg-patches/, into build/ffmpeg.
+# FFmpeg 7.1 from Debian's trixie source package + ffmpeg-patches/, into build/ffmpeg;
+# through build/ccache when the context has one (.dockerignore).
 RUN scripts/build-ffmpeg.sh \
  && cp -a build/ffmpeg /opt/ffmpeg
 # What the runtime image takes, in /dist: the programs and the shared library,
@@ -38,11 +39,17 @@ RUN install -d /dist/cuframes/bin /dist/cuframes/lib /dist/ffmpeg/bin \
  && strip --strip-unneeded /dist/cuframes/lib/libcuframes.so.*.*.*
 
 FROM ${RUNTIME_IMAGE} AS runtime
-# libx264 is the one library ffmpeg loads besides libc's; nothing here speaks TLS.
+# The libraries ffmpeg loads (scripts/build-ffmpeg.sh says why each): libx264, libsrt
+# on GnuTLS; GnuTLS and zlib are in the base image already (apt uses them). No CA
+# certificates (ca-certificates brings OpenSSL, 9 MB): FFmpeg does not verify TLS peers
+# unless told to (-tls_verify 1 -ca_file BUNDLE), as docs/containers.md says.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libx264-164 \
+ && apt-get install -y --no-install-recommends libx264-164 libsrt1.5-gnutls libgnutls30 zlib1g \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /dist/ /opt/
+# Every library the programs need is here.
+RUN ! ldd /opt/ffmpeg/bin/ffmpeg /opt/cuframes/bin/cuframes | grep 'not found' \
+ && /opt/ffmpeg/bin/ffmpeg -hide_banner -version >/dev/null
 # The runtime directory is /tmp-like (1777): a volume mounted there starts with this
 # mode, so a publisher of any uid can create its socket, and who may subscribe is its
 # own choice (0600 by default, 0660 with `-group`). docs/containers.md has the rest.

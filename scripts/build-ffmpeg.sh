@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds FFmpeg 7.1.x with the cuframes patch series: build/ffmpeg/bin/ffmpeg.
 #
-#   scripts/build-ffmpeg.sh [--force]      build (no-op when up to date)
+#   scripts/build-ffmpeg.sh [--force]      build (no-op when up to date; --force rebuilds,
+#                                          through build/ccache: rm -rf build/ccache first
+#                                          for a build from nothing)
 #   scripts/build-ffmpeg.sh --export-patches  rewrite ffmpeg-patches/ from build/src/ffmpeg
 #
 # 1. installs the Debian packages the build needs (when missing);
@@ -10,11 +12,19 @@
 # 3. installs libcuframes (scripts/install.sh) into build/cuframes;
 # 4. unpacks FFmpeg into build/src/ffmpeg, commits the pristine tree and applies
 #    ffmpeg-patches/NNNN-*.patch with `git am` (any conflict fails the build);
-# 5. configures a minimal FFmpeg (see CONFIGURE below) and installs it in build/ffmpeg.
+# 5. configures FFmpeg with its defaults (every internal component) and the external
+#    libraries chosen below (see CONFIGURE), builds it through ccache and installs it
+#    in build/ffmpeg; checks that what users and tests need is in the binary (NEEDED).
 #
 # A stamp (hash of the patch series, this script and the cuframes library sources)
 # makes a second run a no-op; --force rebuilds from scratch. Noisy output goes to
 # build/build-ffmpeg.log; its tail is printed on failure.
+#
+# ccache: compiled objects are kept in build/ccache (keyed by what each compilation
+# reads, so a hit is always the object the compiler would make). A rebuild after a
+# change to the patches or to libcuframes recompiles only what changed, and the Docker
+# build reuses the host's cache: .dockerignore lets build/ccache into the context
+# (ffmpeg-patches/README.md, "Build time and the cache").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -96,7 +106,11 @@ rm -f "$STAMP"
 : >"$LOG"
 
 # ---------------------------------------------------------------- packages
-PKGS=(nasm pkg-config make gcc g++ xz-utils clang libx264-dev git ca-certificates dpkg-dev)
+# The external libraries (see CONFIGURE): libx264, GnuTLS (https, tls), libsrt built
+# against GnuTLS, zlib. libunistring-dev: gnutls.pc names -lunistring in Libs.private,
+# which --pkg-config-flags=--static puts on configure's link test.
+PKGS=(nasm pkg-config make gcc g++ xz-utils clang ccache git ca-certificates dpkg-dev
+      libx264-dev libgnutls28-dev libunistring-dev libsrt-gnutls-dev zlib1g-dev)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -215,40 +229,140 @@ done
 
 # ---------------------------------------------------------------- configure
 export PKG_CONFIG_PATH="$NVPREFIX/lib/pkgconfig:$CFPREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+# FFmpeg's defaults: every internal decoder, encoder, muxer, demuxer, parser, bitstream
+# filter, protocol, device and filter (network input and output, HLS, RTSP, MPEG-TS,
+# the aac encoder, audio decoders, split/scale/fps/...). External libraries are never
+# picked up from whatever the build machine has installed (--disable-autodetect); each
+# one is enabled here on purpose:
+#   libx264                  the software H.264 encoder (GPL, hence --enable-gpl)
+#   ffnvcodec cuda cuda-llvm cuvid nvdec nvenc
+#                            NVDEC/NVENC and the CUDA filters (scale_cuda, yadif_cuda,
+#                            bwdif_cuda, overlay_cuda, thumbnail_cuda...), compiled by
+#                            clang: no CUDA toolkit at build time, the driver at run time
+#   libcuframes              the muxer, input device and filter of ffmpeg-patches/
+#   gnutls                   https and tls (HLS and HTTP sources behind TLS). Not
+#                            OpenSSL: OpenSSL 3 would need --enable-version3 (GPLv3);
+#                            libgnutls30 is in debian:bookworm-slim already (apt uses it)
+#   libsrt                   srt:// input and output (cameras, contribution links):
+#                            Debian's libsrt1.5-gnutls, about 1 MB, on the same GnuTLS
+#   zlib                     PNG (thumbnails), compressed MP4/Matroska headers, gzip
+#                            over HTTP; libz is in every Debian image
+#   iconv                    subtitle character sets (-sub_charenc): glibc's, no library
+# Left out on purpose: the documentation (needs texinfo; nobody reads it here), ffplay
+# (SDL; a player), debug information (-g costs about 40% more compile time and 6 times
+# the object size, for programs that `make install` strips anyway; drop --disable-debug
+# for a symbolized build/src/ffmpeg/ffmpeg_g).
+#
+# The prefix is the image's /opt/ffmpeg wherever this runs, and `make install`
+# is told where to put the files: configure writes the prefix into config.h, which
+# nearly every file includes, and a path that differs between this machine and the
+# Docker build (/src) would make every ccache lookup miss.
 CONFIGURE=(
-    --prefix="$PREFIX"
-    --disable-autodetect --disable-everything --disable-doc
+    --prefix=/opt/ffmpeg
+    --disable-autodetect --disable-doc --disable-ffplay --disable-debug
     --enable-gpl --enable-libx264
     --enable-ffnvcodec --enable-cuda --enable-cuda-llvm --enable-cuvid --enable-nvdec --enable-nvenc
     --enable-libcuframes
+    --enable-gnutls --enable-libsrt --enable-zlib --enable-iconv
     --pkg-config-flags=--static
-    --enable-decoder=h264,hevc,rawvideo,wrapped_avframe,h264_cuvid,hevc_cuvid
-    --enable-hwaccel=h264_nvdec,hevc_nvdec
-    --enable-encoder=libx264,h264_nvenc,hevc_nvenc,rawvideo,wrapped_avframe
-    --enable-muxer=framemd5,md5,null,mp4,matroska,rawvideo,h264,hevc,cuframes
-    --enable-demuxer=h264,hevc,mov,matroska,rawvideo
-    --enable-indev=lavfi,cuframes
-    --enable-parser=h264,hevc
-    --enable-bsf=h264_mp4toannexb,hevc_mp4toannexb,extract_extradata
-    --enable-protocol=file,pipe
-    --enable-filter=testsrc,testsrc2,format,scale,null,nullsink,copy,setpts,trim,fps,split,select,thumbnail,reverse,tmix,realtime,showinfo,setparams,setsar,setfield,hwupload_cuda,hwdownload,scale_cuda,yadif_cuda,bwdif_cuda,thumbnail_cuda,cuframes
+)
+# What the tests and a transcoding host need, as KIND:NAME (NAME as ffmpeg lists it;
+# KIND:NAME:CONFIG where configure's name differs). Checked in the configuration
+# before the build (a missing dependency disables a component silently) and in the
+# built ffmpeg's own lists after it.
+NEEDED=(
+    protocol:file protocol:pipe protocol:tcp protocol:udp protocol:rtp protocol:http
+    protocol:https protocol:tls protocol:hls protocol:srt:libsrt protocol:rtmp
+    demuxer:mov demuxer:matroska demuxer:mpegts demuxer:hls demuxer:flv demuxer:rtsp
+    demuxer:sdp demuxer:rtp demuxer:h264 demuxer:hevc demuxer:aac demuxer:rawvideo
+    muxer:mp4 muxer:mov muxer:matroska muxer:mpegts muxer:hls muxer:segment muxer:flv
+    muxer:rtsp muxer:rtp muxer:rawvideo muxer:h264 muxer:adts muxer:image2
+    muxer:framemd5 muxer:null muxer:cuframes
+    demuxer:cuframes demuxer:lavfi demuxer:v4l2
+    decoder:h264 decoder:hevc decoder:aac decoder:mp2 decoder:mp3 decoder:ac3
+    decoder:opus decoder:pcm_s16le decoder:h264_cuvid decoder:hevc_cuvid
+    encoder:libx264 encoder:h264_nvenc encoder:hevc_nvenc encoder:aac encoder:mp2
+    encoder:png encoder:mjpeg encoder:rawvideo
+    parser:h264 parser:hevc parser:aac
+    bsf:h264_mp4toannexb bsf:hevc_mp4toannexb bsf:aac_adtstoasc bsf:extract_extradata
+    filter:split filter:scale filter:fps filter:showinfo filter:format filter:setpts
+    filter:hwupload_cuda filter:hwdownload filter:hwmap filter:scale_cuda
+    filter:yadif_cuda filter:bwdif_cuda filter:overlay_cuda filter:thumbnail_cuda
+    filter:asplit filter:aresample filter:cuframes
 )
 say "configuring…"
 cd "$TREE"
+# ccache answers for gcc, g++ and clang through its masquerade directory (configure's
+# own test compilations included). The settings make a hit independent of where the
+# tree is (/src in the Docker build) and of the compiler binary's timestamps; the
+# locale is part of every key (it changes the compiler's messages), so it is fixed
+# too: a Docker build has none set. 250 MB holds about 6 builds from nothing.
+export CCACHE_DIR=$BUILD/ccache CCACHE_BASEDIR=$ROOT CCACHE_COMPILERCHECK=content CCACHE_MAXSIZE=250M
+export LANG=C.UTF-8
+unset LC_ALL LC_CTYPE LC_MESSAGES
+[ -x /usr/lib/ccache/gcc ] || fail "ccache is installed but /usr/lib/ccache/gcc is missing"
+export PATH=/usr/lib/ccache:$PATH
+T_CONFIGURE=$SECONDS
 quiet ./configure "${CONFIGURE[@]}"
+T_CONFIGURE=$((SECONDS - T_CONFIGURE))
 grep -q '^CONFIG_LIBCUFRAMES=yes' ffbuild/config.mak || fail "configure did not enable libcuframes"
-for c in CUFRAMES_MUXER CUFRAMES_INDEV CUFRAMES_FILTER; do
-    grep -q "^CONFIG_$c=yes" ffbuild/config.mak || fail "configure did not enable $c"
+missing=()
+for need in "${NEEDED[@]}"; do
+    IFS=: read -r kind name config <<<"$need"
+    config=${config:-$name}
+    suffix=${kind^^}
+    # Input devices (lavfi, v4l2, cuframes) are listed with the demuxers.
+    [ "$kind" = demuxer ] && suffix="(DEMUXER|INDEV)"
+    grep -Eq "^CONFIG_${config^^}_${suffix}=yes" ffbuild/config.mak || missing+=("$need")
 done
+[ ${#missing[@]} -eq 0 ] ||
+    fail "configure left out ${missing[*]} (see ffbuild/config.log in $TREE for the dependency that failed)"
 
-say "building (2-3 min)…"
+say "building (2 cores: 10-20 min with nothing in build/ccache, 2-3 min with it warm)…"
 rm -rf "$PREFIX"
+ccache -z >/dev/null
+T_MAKE=$SECONDS
 quiet make -j"$(nproc)"
-quiet make install
+T_MAKE=$((SECONDS - T_MAKE))
+# Installed where this build keeps it (the Makefile's paths follow `prefix`), and the
+# pkg-config files, written by configure with /opt/ffmpeg, say so too.
+quiet make install prefix="$PREFIX"
+sed -i -E "s#^(prefix|libdir|includedir)=/opt/ffmpeg#\1=$PREFIX#" "$PREFIX"/lib/pkgconfig/*.pc
+! grep -q /opt/ffmpeg "$PREFIX"/lib/pkgconfig/*.pc || fail "$PREFIX/lib/pkgconfig/*.pc still name /opt/ffmpeg"
+read -r hits misses < <(ccache --print-stats |
+    awk '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
+         $1 == "cache_miss" { m += $2 } END { print h + 0, m + 0 }')
 cd "$ROOT"
-"$PREFIX/bin/ffmpeg" -hide_banner -version >>"$LOG" 2>&1 || fail "$PREFIX/bin/ffmpeg does not run"
-if ldd "$PREFIX/bin/ffmpeg" | grep -q cuframes; then
-    fail "$PREFIX/bin/ffmpeg links libcuframes dynamically (expected the static library)"
+FF=$PREFIX/bin/ffmpeg
+"$FF" -hide_banner -version >>"$LOG" 2>&1 || fail "$FF does not run"
+if ldd "$FF" | grep -q cuframes; then
+    fail "$FF links libcuframes dynamically (expected the static library)"
 fi
+# The binary's own lists (ffmpeg -protocols, -muxers, ...). NAME is the first word of
+# a line (protocols, bitstream filters), the second (codecs, filters: after one word
+# of flags), or the word at column 6 (formats: flags that may contain spaces, then
+# "mov,mp4,m4a,..." lists).
+listed() {
+    local kind=$1 name=$2 opt=-${1}s
+    [ "$kind" = protocol ] && opt=-protocols
+    "$FF" -hide_banner "$opt" 2>/dev/null | awk -v kind="$kind" -v name="$name" '
+        {
+            if (kind == "protocol" || kind == "bsf") w = $1
+            else if (kind == "muxer" || kind == "demuxer") { split(substr($0, 6), f, " "); w = f[1] }
+            else w = $2
+            k = split(w, names, ",")
+            for (i = 1; i <= k; i++) if (names[i] == name) found = 1
+        }
+        END { exit !found }'
+}
+missing=()
+for need in "${NEEDED[@]}"; do
+    IFS=: read -r kind name _ <<<"$need"
+    # ffmpeg has no list of parsers: the configuration's word is all there is.
+    [ "$kind" = parser ] && continue
+    listed "$kind" "$name" || missing+=("$need")
+done
+[ ${#missing[@]} -eq 0 ] || fail "$FF does not list ${missing[*]}"
+say "ccache: $hits of $((hits + misses)) compilations from build/ccache"
 echo "$WANT" >"$STAMP"
-say "done in $((SECONDS - START)) s: $PREFIX/bin/ffmpeg"
+say "done in $((SECONDS - START)) s (configure $T_CONFIGURE s, make $T_MAKE s): $PREFIX/bin/ffmpeg"

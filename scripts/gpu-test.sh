@@ -51,13 +51,17 @@ for line in sys.stdin:
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/cuda_crash" "$stage/tests/backends" \
         "$stage/tests/test_cuda" \
         "$stage/lib/libcuframes.so.0.2"
-    # The patched FFmpeg (libcuframes linked in) and the one library it needs that
-    # the GPU machine's image may lack.
+    # The patched FFmpeg (libcuframes linked in) and the libraries it loads besides
+    # glibc's, which the GPU machine's image may lack: libx264, libsrt, GnuTLS and
+    # theirs (scripts/build-ffmpeg.sh), libstdc++ (libsrt's) as new as they need.
     scripts/build-ffmpeg.sh
     mkdir -p "$stage/ffmpeg/bin" "$stage/ffmpeg/lib"
     install -m 0755 build/ffmpeg/bin/ffmpeg "$stage/ffmpeg/bin/ffmpeg"
     strip "$stage/ffmpeg/bin/ffmpeg"
-    cp -L "$(ldd build/ffmpeg/bin/ffmpeg | awk '/libx264/ { print $3 }')" "$stage/ffmpeg/lib/"
+    ldd build/ffmpeg/bin/ffmpeg | awk '$3 ~ /^\// { print $3 }' |
+        grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux[^/]*)\.so' |
+        xargs -r cp -L -t "$stage/ffmpeg/lib/"
+    compgen -G "$stage/ffmpeg/lib/libx264.so.*" >/dev/null || { echo "gpu-test: libx264 not staged" >&2; exit 1; }
     # HEVC clips (10/12-bit, 4:4:4, HDR10) our FFmpeg cannot make (no libx265).
     scripts/gpu/make-clips.sh "$stage/clips"
     du -sh "$stage"

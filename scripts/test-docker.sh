@@ -209,6 +209,11 @@ size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
 base_size=$(docker image inspect -f '{{.Size}}' "$RUNTIME_IMAGE")
 result "$CHECK_BUILD" 1 "($((SECONDS - phase)) s; $((size / 1000000)) MB," \
     "of which the base $((base_size / 1000000)) MB)"
+# How much of FFmpeg came from build/ccache (the host's build, through the context),
+# when FFmpeg was built at all (an unchanged context reuses every layer).
+context=$(sed -n 's/^Sending build context to Docker daemon *//p' "$LOG_DIR/image-build.log" | head -n 1)
+cached=$(sed -n 's/^build-ffmpeg: ccache: //p' "$LOG_DIR/image-build.log" | tail -n 1)
+say "build context ${context:-?}${cached:+; FFmpeg: $cached}"
 phase_took "image build" "$phase"
 
 # ---------------------------------------------------------------- 4. containers

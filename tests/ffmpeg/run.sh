@@ -724,6 +724,121 @@ test_sources() {
     result "ffmpeg -sources cuframes lists live keys" $ok
 }
 
+# ---------------------------------------------------------------- UDP ingest to HLS
+# A transcoding host: an MPEG-TS with H.264 and AAC arrives over UDP (127.0.0.1 only);
+# one ffmpeg ingests it, publishes the decoded video to cuframes and remuxes the audio
+# into a file; subscribers encode the video to HLS and checksum it.
+#
+# UDP may drop datagrams, but on the loopback only when the receiving socket's buffer
+# is full. The receiver is bound before anything is sent, the sender is paced (-re,
+# about 110 kB/s), and ffmpeg's UDP reader thread drains the socket into a FIFO
+# (fifo_size: 28672 TS packets, 5 MB) that holds the whole clip (about 440 kB) even
+# while the rest of the ingest waits for its subscribers. So nothing is lost, even with the CPU busy,
+# and the checks are exact: every video frame MD5 as a direct decode of the clip,
+# 100 frames in the HLS segments, every audio packet as in the clip. A datagram that
+# is lost anyway fails the test, and says whether the kernel counted it
+# (RcvbufErrors) or the FIFO overran.
+
+# free_udp_port: a UDP port that nothing on this machine has bound.
+free_udp_port() {
+    local port hex
+    while :; do
+        port=$((20000 + RANDOM % 40000))
+        hex=$(printf ':%04X ' "$port")
+        grep -q "$hex" /proc/net/udp /proc/net/udp6 2>/dev/null || { echo "$port"; return; }
+    done
+}
+# udp_bound PORT: whether a socket is bound to 127.0.0.1:PORT (0100007F in /proc/net/udp).
+udp_bound() { grep -q "$(printf ' 0100007F:%04X ' "$1")" /proc/net/udp; }
+# Datagrams the kernel dropped for full receive buffers, all sockets.
+rcvbuf_errors() { awk '$1 == "Udp:" && !h { for (i = 2; i <= NF; i++) c[$i] = i; h = 1; next }
+                       $1 == "Udp:" { print $c["RcvbufErrors"] }' /proc/net/snmp; }
+
+test_udp_ingest() {
+    local d="$WORK/udp" n=100 t=$SECONDS ok=1
+    mkdir -p "$d/hls"
+    newkey
+    # The clip: 4 s of H.264 (a keyframe every second, for 1 s HLS segments) and AAC.
+    ff 60 -f lavfi -i "testsrc2=size=320x240:rate=25" -f lavfi -i "sine=frequency=440:sample_rate=48000" \
+        -frames:v $n -t 4 -c:v libx264 -preset ultrafast -g 25 -pix_fmt yuv420p -c:a aac -b:a 64k \
+        -f mpegts "$d/clip.ts" 2>"$d/clip.err" || {
+        show "$d/clip.err"
+        result "udp ingest: TS over UDP, cuframes, HLS out" 0 "(cannot make the clip)"
+        return
+    }
+    ff 60 -i "$d/clip.ts" -map 0:v -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    ff 60 -i "$d/clip.ts" -map 0:a -c copy -f framemd5 "$d/ref-audio.md5" 2>"$d/ref-audio.err"
+    local port drops0
+    port=$(free_udp_port)
+    drops0=$(rcvbuf_errors)
+    # The ingest: bound to 127.0.0.1 alone (localaddr); ends 5 s after the last datagram
+    # (timeout, in µs: UDP has no end of stream).
+    bg 90 /dev/null "$d/ingest.err" \
+        -i "udp://127.0.0.1:$port?localaddr=127.0.0.1&timeout=5000000&fifo_size=28672" \
+        -map 0:v -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY" \
+        -map 0:a -c:a copy -f mpegts "$d/audio.ts"
+    local ingest=$BGPID i
+    for i in $(seq 200); do
+        udp_bound "$port" && break
+        sleep 0.05
+    done
+    udp_bound "$port" || { echo "  the ingest did not bind 127.0.0.1:$port"; ok=0; }
+    bg 90 /dev/null "$d/hls.err" -xerror -f cuframes -timeout 30000 -i "$KEY" \
+        -c:v libx264 -preset ultrafast -g 25 -f hls -hls_time 1 -hls_list_size 0 \
+        -hls_segment_filename "$d/hls/seg%03d.ts" "$d/hls/out.m3u8"
+    local hls=$BGPID
+    bg 90 /dev/null "$d/md5.err" -xerror -f cuframes -timeout 30000 -i "$KEY" -f framemd5 "$d/sub.md5"
+    local sub=$BGPID
+    # The sender: the clip as it is, at its own pace, in 1316-byte datagrams (7 TS packets).
+    ff 60 -re -i "$d/clip.ts" -map 0 -c copy -f mpegts \
+        "udp://127.0.0.1:$port?localaddr=127.0.0.1&pkt_size=1316" 2>"$d/send.err" ||
+        { echo "  the sender failed"; ok=0; }
+    waitrc $ingest || { echo "  the ingest failed"; ok=0; }
+    waitrc $hls || { echo "  the HLS subscriber failed"; ok=0; }
+    waitrc $sub || { echo "  the framemd5 subscriber failed"; ok=0; }
+    local drops=$(($(rcvbuf_errors) - drops0))
+    # Video through UDP and cuframes: every frame, exact.
+    same_frames "video" "$d/ref.md5" "$d/sub.md5" $n || ok=0
+    # HLS: a finished playlist, every segment it lists on disk, all frames decodable.
+    local segs=0 seg frames=0
+    if grep -q '^#EXT-X-ENDLIST' "$d/hls/out.m3u8" 2>/dev/null; then
+        while read -r seg; do
+            segs=$((segs + 1))
+            [ -s "$d/hls/$seg" ] || { echo "  the playlist lists $seg, which is missing"; ok=0; }
+        done < <(grep -v '^#' "$d/hls/out.m3u8")
+        [ $segs -ge 3 ] || { echo "  $segs segments (4 s in 1 s segments: expected 3 or more)"; ok=0; }
+        ff 60 -xerror -i "$d/hls/out.m3u8" -map 0:v -f framemd5 "$d/hls.md5" 2>"$d/hls-dec.err" ||
+            { echo "  the HLS stream does not decode"; show "$d/hls-dec.err"; ok=0; }
+        frames=$(md5s "$d/hls.md5" 2>/dev/null | wc -l)
+        [ "$frames" = $n ] || { echo "  $frames frames in the HLS segments, expected $n"; ok=0; }
+    else
+        echo "  no finished playlist (out.m3u8 without #EXT-X-ENDLIST)"
+        ok=0
+    fi
+    # Audio, remuxed by the ingest: AAC, every packet as sent, and it decodes.
+    local apk=0
+    if ff 30 -i "$d/audio.ts" -map 0:a -c copy -f framemd5 "$d/audio.md5" 2>"$d/audio.err"; then
+        apk=$(md5s "$d/audio.md5" | wc -l)
+        grep -q '^#codec_id 0: aac' "$d/audio.md5" || { echo "  audio.ts: no AAC stream"; ok=0; }
+        cmp -s <(md5s "$d/ref-audio.md5") <(md5s "$d/audio.md5") ||
+            { echo "  audio.ts: $apk packets differ from the clip's $(md5s "$d/ref-audio.md5" | wc -l)"; ok=0; }
+        [ "$apk" -gt 0 ] || ok=0
+        ff 30 -xerror -i "$d/audio.ts" -map 0:a -f null - 2>"$d/audio-dec.err" ||
+            { echo "  audio.ts does not decode"; show "$d/audio-dec.err"; ok=0; }
+    else
+        echo "  audio.ts has no audio stream"
+        ok=0
+    fi
+    if [ $ok = 0 ]; then
+        [ "$drops" -gt 0 ] &&
+            echo "  the kernel dropped $drops UDP datagram(s) meanwhile (RcvbufErrors, all sockets)"
+        grep -h "overrun" "$d/ingest.err" | head -n 2 | sed 's/^/  /'
+        show "$d/send.err" "$d/ingest.err" "$d/hls.err" "$d/md5.err"
+    fi
+    result "udp ingest: TS over UDP, cuframes, HLS out" $ok \
+        "($frames frames in $segs segments, $apk audio packets, $((SECONDS - t)) s)"
+}
+
 # ---------------------------------------------------------------- run
 selected help && test_help
 selected sources && test_sources
@@ -760,6 +875,7 @@ selected many && test_many_at_once
 selected dropstart && test_drop_oldest_start
 selected loss && test_loss_is_reported
 selected sidedata && test_side_data
+selected udp && test_udp_ingest
 selected props && {
     props sdr-bt709-limited "setparams=range=tv:color_primaries=bt709:color_trc=bt709:colorspace=bt709"
     props bt601-full "setparams=range=pc:color_primaries=smpte170m:color_trc=smpte170m:colorspace=smpte170m,setsar=sar=16/15"
