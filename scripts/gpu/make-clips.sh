@@ -40,4 +40,9 @@ x265 -pix_fmt yuv420p10le -color_range tv -colorspace bt2020nc -color_primaries 
     -color_trc smpte2084 \
     -x265-params "log-level=error:hdr10=1:repeat-headers=1:master-display=G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1):max-cll=1000,400" \
     "$dir/hevc-hdr10.mkv"
+# A/53 closed captions, a different pair on every frame (tests/ffmpeg/a53-captions.py).
+"$ff" -nostdin -hide_banner -loglevel error -y "${src[@]}" -c:v libx264 -preset ultrafast \
+    -pix_fmt yuv420p -bsf:v h264_mp4toannexb -f h264 "$dir/h264-plain.h264"
+python3 "$(dirname "$0")/../../tests/ffmpeg/a53-captions.py" "$dir/h264-plain.h264" "$dir/h264-a53cc.h264"
+rm -f "$dir/h264-plain.h264"
 ls -la "$dir"

@@ -482,6 +482,7 @@ selected props && {
     nvdec_props h264-bt709-tv.mkv nv12
     nvdec_props h264-bt601-pc.mkv nv12
     nvdec_props hevc-hdr10.mkv p010le
+    nvdec_props h264-a53cc.h264 nv12
 }
 
 # h264_nvenc fed from the input device: the H200 has no NVENC, so the encoder's own
