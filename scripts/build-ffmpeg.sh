@@ -318,7 +318,7 @@ done
 [ ${#missing[@]} -eq 0 ] ||
     fail "configure left out ${missing[*]} (see ffbuild/config.log in $TREE for the dependency that failed)"
 
-say "building (2 cores: 10-20 min with nothing in build/ccache, 2-3 min with it warm)…"
+say "building (2 cores: 8-22 min with nothing in build/ccache, 2-5 min with it warm)…"
 rm -rf "$PREFIX"
 ccache -z >/dev/null
 T_MAKE=$SECONDS

@@ -6,9 +6,9 @@
 #
 # With an NVIDIA GPU (NVDEC) the frames stay in GPU memory (CUDA IPC, no copy);
 # without one they go through host shared memory. Builds libcuframes and the patched
-# FFmpeg first (scripts/build-ffmpeg.sh; a few minutes the first time), then checks
-# that every frame arrived: the subscriber's frames are compared one by one (framemd5)
-# with a direct decode of the same clip.
+# FFmpeg first (scripts/build-ffmpeg.sh; 8-20 minutes on 2 cores the first time),
+# then checks that every frame arrived: the subscriber's frames are compared one by
+# one (framemd5) with a direct decode of the same clip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

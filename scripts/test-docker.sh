@@ -7,7 +7,9 @@
 #    `dockerd --bridge=none --iptables=false --ip-forward=false` when no daemon answers (log:
 #    build/test-docker/dockerd.log; stopped at the end only if started here);
 # 2. stand-ins for the base images (docker/standin/build.sh; reused once built);
-# 3. `docker build --network host` of the Dockerfile from them, as image cuframes-ci;
+# 3. `docker build --network host` of the Dockerfile from them, as image cuframes-ci
+#    (FFmpeg's objects come from build/ccache, which .dockerignore lets into the context:
+#    run scripts/build-ffmpeg.sh first, as scripts/test.sh does, or it compiles them all);
 # 4. containers with --network none that share nothing but a named volume on
 #    /run/cuframes (each has its own PID, IPC and network namespace), run as non-root
 #    users of one group:
