@@ -76,7 +76,8 @@ pub struct FrameMeta {
     pub bits_per_pixel: u32,
     /// Bytes of one whole frame.
     pub frame_size_bytes: u64,
-    /// Extension (spec: reserved): `MEMORY_KIND_CUDA` or `MEMORY_KIND_HOST`.
+    /// Extension (spec: reserved): `MEMORY_KIND_CUDA`, `MEMORY_KIND_HOST` or
+    /// `MEMORY_KIND_CUDA_FD` (decision 27).
     /// Zero, as a v1 writer leaves it, means CUDA.
     pub memory_kind: u32,
     /// Extension (spec: reserved): frame rate numerator, 0 = unknown.
@@ -102,8 +103,9 @@ pub struct SlotDescriptor {
     pub ack_bitmap: u64,
     /// Bytes written for diagnostics.
     pub written_bytes: u64,
-    /// Memory handle: `cudaIpcMemHandle_t` (CUDA) or, for host memory, the
-    /// slot's byte offset (LE u64) and length (LE u64) in the shared pool.
+    /// Memory handle: `cudaIpcMemHandle_t` (CUDA, ipc); the allocation's size
+    /// (LE u64) for CUDA slots shared as fds (decision 27); for host memory,
+    /// the slot's byte offset (LE u64) and length (LE u64) in the shared pool.
     pub mem_handle: [u8; 64],
     /// EXTERNAL ownership: the original pointer (informative).
     pub cuda_ptr_external: [u8; 32],
@@ -113,7 +115,8 @@ pub struct SlotDescriptor {
     /// Extension (spec: rest of reserved_a; decision 30): bytes of side data
     /// of this slot's frame in the side-data area; 0 = none.
     pub side_data_len: u64,
-    /// Reserved, zero.
+    /// Extension (spec: reserved_b): three words of frame properties at 0x90
+    /// (decision 29); the rest reserved, zero.
     pub reserved_b: [u8; 48],
 }
 
@@ -131,7 +134,8 @@ pub struct SubscriberSlot {
     pub last_ack_ns: i64,
     /// Name, zero-terminated, at most 31 bytes.
     pub consumer_name: [u8; 32],
-    /// Reserved, zero.
+    /// Extension (spec: reserved): `dropped` at 0x40 and `last_taken_seq` at
+    /// 0x48, written by the subscriber (decisions 22, 25); the rest zero.
     pub reserved: [u8; 64],
 }
 
@@ -163,7 +167,9 @@ pub struct SharedHeader {
     pub max_subscribers: u64,
     /// Geometry of every frame.
     pub meta: FrameMeta,
-    /// `cudaIpcEventHandle_t` (zero for host memory).
+    /// `cudaIpcEventHandle_t` (CUDA, ipc); for CUDA slots shared as fds, a
+    /// flags word (bit 0: the fence array is kept) and the fence array's size
+    /// (decision 28); zero for host memory.
     pub ipc_event_handle: [u8; 64],
     /// Latest published seq (0 = nothing yet).
     pub global_seq: u64,
