@@ -194,14 +194,13 @@ impl Reader {
         if global == SEQ_INVALID || global < self.next_seq {
             return Ok(None);
         }
-        // Any subscriber can write global_seq: believe it no further than the
-        // newest frame actually in the ring (decision 14), or a forged value
-        // would send us past every frame the publisher will ever publish.
-        let global = global.min(header.newest_in_ring(ring.ring_size).unwrap_or(0));
-        if global < self.next_seq {
-            return Ok(None);
-        }
-        if self.mode == SubscriberMode::Latest && global > self.next_seq {
+        // Any subscriber can write global_seq: where we would skip or count
+        // frames lost on its word, believe it no further than the newest
+        // frame actually in the ring (decision 14), or a forged value would
+        // send us past every frame the publisher will ever publish.
+        let bounded = || global.min(header.newest_in_ring(ring.ring_size).unwrap_or(0));
+        let skip_to = (self.mode == SubscriberMode::Latest && global > self.next_seq).then(bounded);
+        if let Some(global) = skip_to.filter(|&newest| newest > self.next_seq) {
             // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
             for slot in 0..ring.ring_size {
                 let seq = header.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire);
@@ -215,11 +214,15 @@ impl Reader {
         while self.next_seq <= global {
             let seq = self.next_seq;
             let Some(slot) = header.find_slot(seq, ring.ring_size) else {
+                let newest = bounded();
+                if newest < seq {
+                    return Ok(None); // not published yet: global_seq was forged
+                }
                 // Overwritten, or being rewritten: lost. Go on from the
                 // oldest frame still in the ring.
                 let next = header
                     .oldest_from(seq + 1, ring.ring_size)
-                    .map_or(global + 1, |oldest| oldest.min(global + 1));
+                    .map_or(newest + 1, |oldest| oldest.min(newest + 1));
                 self.dropped += next - seq;
                 self.next_seq = next;
                 continue;
