@@ -6,18 +6,13 @@
 //! slot's offset and length (LE u64 each). Subscribers receive the memfd as
 //! EVENT_FD(purpose = HOST_SLOTS) and map it read-only.
 
-use std::os::fd::{AsFd, OwnedFd};
-
-use nix::fcntl::{FcntlArg, SealFlag, fcntl};
-use nix::sys::memfd::{MFdFlags, memfd_create};
-use nix::sys::stat::fstat;
-use nix::unistd::ftruncate;
+use std::os::fd::OwnedFd;
 
 use super::cuda::driver::{self, Context, Mem};
 use super::{CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
-use crate::shm::region::{Access, MappedRegion};
+use crate::shm::region::{Access, MappedRegion, sealed_memfd, sealed_size};
 use crate::wire::fd_purpose;
 use crate::wire::layout::SlotDescriptor;
 
@@ -113,28 +108,7 @@ impl HostPool {
             .checked_mul(ring_size)
             .filter(|&t| t <= i64::MAX as usize)
             .ok_or_else(|| Error::invalid(format!("{what}: {ring_size} slots of {stride} bytes overflow")))?;
-        let memfd = memfd_create(
-            format!("cuframes-{key}-slots").as_str(),
-            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-        )
-        .map_err(|e| Error::os(format!("memfd_create for {what}"), e))?;
-        ftruncate(&memfd, total as i64)
-            .map_err(|e| Error::os(format!("ftruncate {what} to {total} bytes"), e))?;
-        let region = MappedRegion::map(&memfd, total, Access::ReadWrite, &what)?;
-        // Sealed after mapping: F_SEAL_FUTURE_WRITE (Linux ≥ 5.1) keeps this
-        // mapping writable and forbids every later write(2) and writable
-        // mapping, so subscribers, who get the descriptor and could reopen
-        // it read-write through /proc, can only read the frames.
-        let fixed = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
-        fcntl(
-            &memfd,
-            FcntlArg::F_ADD_SEALS(fixed | SealFlag::F_SEAL_FUTURE_WRITE),
-        )
-        .or_else(|e| match e {
-            nix::errno::Errno::EINVAL => fcntl(&memfd, FcntlArg::F_ADD_SEALS(fixed)),
-            e => Err(e),
-        })
-        .map_err(|e| Error::os(format!("sealing {what}"), e))?;
+        let (memfd, region) = sealed_memfd(&format!("cuframes-{key}-slots"), total, &what)?;
         Ok(HostPool {
             memfd,
             region,
@@ -282,18 +256,7 @@ impl HostMapping {
             .position(|(purpose, _)| *purpose == fd_purpose::HOST_SLOTS)
             .ok_or_else(|| Error::protocol("publisher sent no host slot memory (EVENT_FD purpose 2)"))?;
         let (_, memfd) = fds.remove(at);
-        let seals = fcntl(&memfd, FcntlArg::F_GET_SEALS).map_err(|e| {
-            Error::protocol(format!("host slot memory is not a sealable memfd: {}", e.desc()))
-        })?;
-        let seals = SealFlag::from_bits_truncate(seals);
-        if !seals.contains(SealFlag::F_SEAL_SHRINK) {
-            return Err(Error::protocol(
-                "host slot memory is not sealed against shrinking; refusing to map it",
-            ));
-        }
-        let size = fstat(memfd.as_fd())
-            .map_err(|e| Error::os("fstat host slot memory", e))?
-            .st_size as u64;
+        let size = sealed_size(&memfd, "host slot memory")?;
         let mut slot_offsets = Vec::with_capacity(slots.len());
         for (index, slot) in slots.iter().enumerate() {
             let (offset, length) = decode_handle(&slot.mem_handle);

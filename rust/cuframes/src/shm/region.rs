@@ -6,10 +6,14 @@
 //! copies.
 
 use std::num::NonZeroUsize;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::ptr::NonNull;
 
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+use nix::sys::memfd::{MFdFlags, memfd_create};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
+use nix::sys::stat::fstat;
+use nix::unistd::ftruncate;
 
 use crate::error::{Error, Result};
 
@@ -70,4 +74,42 @@ impl Drop for MappedRegion {
         // unmaps them; no reference into the region outlives the region.
         let _ = unsafe { munmap(self.ptr.cast(), self.len) };
     }
+}
+
+/// A new memfd of `len` bytes named `name`, mapped read-write here, then
+/// sealed: its size fixed, and (Linux >= 5.1, F_SEAL_FUTURE_WRITE) every
+/// later write(2) and writable mapping forbidden, so the processes it is sent
+/// to, who could reopen it read-write through /proc, can only read it.
+pub(crate) fn sealed_memfd(name: &str, len: usize, what: &str) -> Result<(OwnedFd, MappedRegion)> {
+    let memfd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
+        .map_err(|e| Error::os(format!("memfd_create for {what}"), e))?;
+    let size = i64::try_from(len).map_err(|_| Error::invalid(format!("{what}: {len} bytes")))?;
+    ftruncate(&memfd, size).map_err(|e| Error::os(format!("ftruncate {what} to {len} bytes"), e))?;
+    let region = MappedRegion::map(&memfd, len, Access::ReadWrite, what)?;
+    let fixed = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+    fcntl(
+        &memfd,
+        FcntlArg::F_ADD_SEALS(fixed | SealFlag::F_SEAL_FUTURE_WRITE),
+    )
+    .or_else(|e| match e {
+        nix::errno::Errno::EINVAL => fcntl(&memfd, FcntlArg::F_ADD_SEALS(fixed)),
+        e => Err(e),
+    })
+    .map_err(|e| Error::os(format!("sealing {what}"), e))?;
+    Ok((memfd, region))
+}
+
+/// The size of a memfd another process sent, which must be sealed against
+/// shrinking: shrunk under our mapping, a read would raise SIGBUS.
+pub(crate) fn sealed_size(fd: &OwnedFd, what: &str) -> Result<u64> {
+    let seals = fcntl(fd, FcntlArg::F_GET_SEALS)
+        .map_err(|e| Error::protocol(format!("{what} is not a sealable memfd: {}", e.desc())))?;
+    if !SealFlag::from_bits_truncate(seals).contains(SealFlag::F_SEAL_SHRINK) {
+        return Err(Error::protocol(format!(
+            "{what} is not sealed against shrinking; refusing to map it"
+        )));
+    }
+    Ok(fstat(fd.as_fd())
+        .map_err(|e| Error::os(format!("fstat {what}"), e))?
+        .st_size as u64)
 }

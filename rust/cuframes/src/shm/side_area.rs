@@ -8,15 +8,10 @@
 //! accesses (the bytes race by design; the seqlock orders them). Subscribers
 //! get the memfd before SUBSCRIBE (EVENT_FD purpose 5) and map it read-only.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{FcntlArg, SealFlag, fcntl};
-use nix::sys::memfd::{MFdFlags, memfd_create};
-use nix::sys::stat::fstat;
-use nix::unistd::ftruncate;
-
-use super::region::{Access, MappedRegion};
+use super::region::{Access, MappedRegion, sealed_memfd, sealed_size};
 use crate::error::{Error, Result};
 use crate::side_data::SIDE_DATA_CAPACITY;
 use crate::wire::layout::MAX_RING_SIZE;
@@ -36,23 +31,7 @@ impl SideArea {
     pub(crate) fn create(key: &str) -> Result<(SideArea, OwnedFd)> {
         let what = format!("side-data area of '{key}'");
         let total = SIDE_DATA_CAPACITY * MAX_RING_SIZE;
-        let memfd = memfd_create(
-            format!("cuframes-{key}-side-data").as_str(),
-            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-        )
-        .map_err(|e| Error::os(format!("memfd_create for {what}"), e))?;
-        ftruncate(&memfd, total as i64).map_err(|e| Error::os(format!("ftruncate {what}"), e))?;
-        let region = MappedRegion::map(&memfd, total, Access::ReadWrite, &what)?;
-        let fixed = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
-        fcntl(
-            &memfd,
-            FcntlArg::F_ADD_SEALS(fixed | SealFlag::F_SEAL_FUTURE_WRITE),
-        )
-        .or_else(|e| match e {
-            nix::errno::Errno::EINVAL => fcntl(&memfd, FcntlArg::F_ADD_SEALS(fixed)),
-            e => Err(e),
-        })
-        .map_err(|e| Error::os(format!("sealing {what}"), e))?;
+        let (memfd, region) = sealed_memfd(&format!("cuframes-{key}-side-data"), total, &what)?;
         Ok((
             SideArea {
                 region,
@@ -66,16 +45,7 @@ impl SideArea {
     /// be a memfd sealed against shrinking, with room for 16 slots.
     pub(crate) fn open(fd: &OwnedFd, key: &str) -> Result<SideArea> {
         let what = format!("side-data area of '{key}'");
-        let seals = fcntl(fd, FcntlArg::F_GET_SEALS)
-            .map_err(|e| Error::protocol(format!("{what} is not a sealable memfd: {}", e.desc())))?;
-        if !SealFlag::from_bits_truncate(seals).contains(SealFlag::F_SEAL_SHRINK) {
-            return Err(Error::protocol(format!(
-                "{what} is not sealed against shrinking; refusing to map it"
-            )));
-        }
-        let size = fstat(fd.as_fd())
-            .map_err(|e| Error::os(format!("fstat {what}"), e))?
-            .st_size;
+        let size = sealed_size(fd, &what)?;
         let per_slot = (usize::try_from(size).unwrap_or(0) / MAX_RING_SIZE) / 8 * 8;
         if per_slot == 0 || per_slot > 1 << 20 {
             return Err(Error::corrupt(format!(
