@@ -5,6 +5,9 @@
 #   (b) cuframes NVDEC -> -f cuframes KEY | second ffmpeg -f cuframes -i KEY -> null
 #   (c) pipe     NVDEC -> hwdownload -> rawvideo pipe -> second ffmpeg -> hwupload_cuda -> null
 #   (d) fan-out  as (b) with 4 subscriber processes
+#   (e) isolated as (b), each process in its own PID, IPC and mount namespaces
+#                with its own /dev/shm, sharing only the runtime directory: two
+#                containers (CUDA slots shared as fds); needs root and unshare
 # at 1080p and 4K. Reports, per pipeline, frames/s over the whole run (wall clock
 # from the first process start to the last exit) and CPU time per frame of all its
 # processes together (user + system), the median of REPEAT runs, and the ratios
@@ -15,7 +18,9 @@
 #
 #   FFMPEG=path/to/patched/ffmpeg scripts/bench-ffmpeg.sh [SIZE...]
 #     SIZE: 1080p 4k (default both); env FRAMES (1200), REPEAT (3), OUT (results dir),
-#     MODE cuda (default) or host (software decode, host memory: the CPU variant)
+#     MODE cuda (default) or host (software decode, host memory: the CPU variant),
+#     PIPELINES (default "direct cuframes pipe fanout4"; add "isolated" for (e);
+#     direct is always run, the ratios are to it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -101,15 +106,24 @@ run_direct() {
     t1=$(now)
     echo "$(calc "$t1 - $t0") $(cpu_of direct.cpu)"
 }
-run_cuframes() { # CLIP SUBSCRIBERS
-    local clip=$1 n=$2 key="bench-$$-$RANDOM" t0 t1 i pids=() names=(pub.cpu)
+# isolate CMD...: CMD in new PID, IPC and mount namespaces with a tmpfs of its own
+# on /dev/shm (as a container that shares only a volume); `time` still counts
+# its CPU (unshare waits for it).
+isolate() {
+    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
+    unshare --pid --ipc --mount --fork --mount-proc --kill-child -- \
+        sh -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"' "$@"
+}
+run_cuframes() { # CLIP SUBSCRIBERS [isolate]
+    local clip=$1 n=$2 key="bench-$$-$RANDOM" t0 t1 i pids=() names=(pub.cpu) wrap=()
+    [ "${3:-}" = isolate ] && wrap=(isolate)
     t0=$(now)
     # shellcheck disable=SC2046
-    timed pub "$ffmpeg" -nostdin -hide_banner -nostats $(decode "$clip") -f cuframes \
+    timed pub "${wrap[@]}" "$ffmpeg" -nostdin -hide_banner -nostats $(decode "$clip") -f cuframes \
         -policy strict_wait -wait_subscribers "$n" "$key" &
     local pub=$!
     for i in $(seq 1 "$n"); do
-        timed "sub$i" "$ffmpeg" -nostdin -hide_banner -nostats -f cuframes -i "$key" -f null - &
+        timed "sub$i" "${wrap[@]}" "$ffmpeg" -nostdin -hide_banner -nostats -f cuframes -i "$key" -f null - &
         pids+=($!)
         names+=("sub$i.cpu")
     done
@@ -138,6 +152,20 @@ run_pipe() { # CLIP WxH
     echo "$(calc "$t1 - $t0") $(cpu_of down.cpu up.cpu)"
 }
 
+pipelines=(direct)
+for p in ${PIPELINES:-cuframes pipe fanout4}; do
+    case $p in
+    direct) ;;
+    cuframes | pipe | fanout4 | isolated) pipelines+=("$p") ;;
+    *) echo "bench-ffmpeg: unknown pipeline $p (direct cuframes pipe fanout4 isolated)" >&2; exit 2 ;;
+    esac
+done
+has() { [[ " ${pipelines[*]} " == *" $1 "* ]]; }
+if has isolated && ! isolate true 2>"$work/unshare.err"; then
+    echo "bench-ffmpeg: the isolated pipeline needs root and unshare: $(head -c 200 "$work/unshare.err")" >&2
+    exit 1
+fi
+
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 results=()
@@ -155,7 +183,7 @@ for size in "${sizes[@]}"; do
         -pix_fmt yuv420p "$clip"
     ff -stream_loop 1 -i "$clip" -c copy "$work/clip2-$size.mp4"
     declare -A fps=() cpu=() sfps=() scpu=()
-    for pipeline in direct cuframes pipe fanout4; do
+    for pipeline in "${pipelines[@]}"; do
         declare -A wall_of=() cpu_of_len=()
         for len in 1 2; do
             run_clip=$clip
@@ -168,6 +196,7 @@ for size in "${sizes[@]}"; do
                 cuframes) line=$(run_cuframes "$run_clip" 1) ;;
                 pipe) line=$(run_pipe "$run_clip" "$dims") ;;
                 fanout4) line=$(run_cuframes "$run_clip" 4) ;;
+                isolated) line=$(run_cuframes "$run_clip" 1 isolate) ;;
                 esac
                 read -r wall cpus_s <<<"$line"
                 walls+=("$wall")
@@ -185,7 +214,7 @@ for size in "${sizes[@]}"; do
         scpu[$pipeline]=$(calc "1000 * (${cpu_of_len[2]} - ${cpu_of_len[1]}) / $frames")
         unset wall_of cpu_of_len
     done
-    for pipeline in direct cuframes pipe fanout4; do
+    for pipeline in "${pipelines[@]}"; do
         dec=NVDEC
         pipe_label="hwdownload -> pipe -> hwupload"
         if [ "$mode" = host ]; then
@@ -197,6 +226,7 @@ for size in "${sizes[@]}"; do
         cuframes) label="(b) $dec -> cuframes -> ffmpeg"; procs=2 ;;
         pipe) label="(c) $dec -> $pipe_label -> ffmpeg"; procs=2 ;;
         fanout4) label="(d) $dec -> cuframes -> 4 x ffmpeg"; procs=5 ;;
+        isolated) label="(e) $dec -> cuframes -> ffmpeg, sibling namespaces"; procs=2 ;;
         esac
         fr=$(calc "${fps[$pipeline]} / ${fps[direct]}")
         cr=$(calc "${cpu[$pipeline]} / ${cpu[direct]}")
@@ -206,15 +236,22 @@ for size in "${sizes[@]}"; do
 | $mode | $size | $label | $procs | ${fps[$pipeline]} | ${cpu[$pipeline]} | $fr | $cr | ${sfps[$pipeline]} | ${scpu[$pipeline]} | $sfr | $scr |"
         results+=("{\"mode\":\"$mode\",\"size\":\"$size\",\"pipeline\":\"$pipeline\",\"processes\":$procs,\"frames\":$frames,\"fps\":${fps[$pipeline]},\"cpu_ms_per_frame\":${cpu[$pipeline]},\"fps_ratio_to_direct\":$fr,\"cpu_ratio_to_direct\":$cr,\"steady_fps\":${sfps[$pipeline]},\"steady_cpu_ms_per_frame\":${scpu[$pipeline]},\"steady_fps_ratio_to_direct\":$sfr,\"steady_cpu_ratio_to_direct\":$scr}")
     done
-    echo "   $size whole run: (b)/(a) fps $(calc "${fps[cuframes]} / ${fps[direct]}")," \
-        "(b)/(c) fps $(calc "${fps[cuframes]} / ${fps[pipe]}")," \
-        "(b)/(c) CPU $(calc "${cpu[cuframes]} / ${cpu[pipe]}" 4)," \
-        "(d)/(a) fps $(calc "${fps[fanout4]} / ${fps[direct]}")" >&2
-    echo "   $size steady state: (b)/(a) fps $(calc "${sfps[cuframes]} / ${sfps[direct]}")," \
-        "(b)/(c) fps $(calc "${sfps[cuframes]} / ${sfps[pipe]}")," \
-        "(b)/(a) CPU $(calc "${scpu[cuframes]} / ${scpu[direct]}")," \
-        "(b)/(c) CPU $(calc "${scpu[cuframes]} / ${scpu[pipe]}" 4)," \
-        "(d)/(a) fps $(calc "${sfps[fanout4]} / ${sfps[direct]}")" >&2
+    if has cuframes && has pipe && has fanout4; then
+        echo "   $size whole run: (b)/(a) fps $(calc "${fps[cuframes]} / ${fps[direct]}")," \
+            "(b)/(c) fps $(calc "${fps[cuframes]} / ${fps[pipe]}")," \
+            "(b)/(c) CPU $(calc "${cpu[cuframes]} / ${cpu[pipe]}" 4)," \
+            "(d)/(a) fps $(calc "${fps[fanout4]} / ${fps[direct]}")" >&2
+        echo "   $size steady state: (b)/(a) fps $(calc "${sfps[cuframes]} / ${sfps[direct]}")," \
+            "(b)/(c) fps $(calc "${sfps[cuframes]} / ${sfps[pipe]}")," \
+            "(b)/(a) CPU $(calc "${scpu[cuframes]} / ${scpu[direct]}")," \
+            "(b)/(c) CPU $(calc "${scpu[cuframes]} / ${scpu[pipe]}" 4)," \
+            "(d)/(a) fps $(calc "${sfps[fanout4]} / ${sfps[direct]}")" >&2
+    fi
+    if has cuframes && has isolated; then
+        echo "   $size (e)/(b): fps $(calc "${fps[isolated]} / ${fps[cuframes]}")," \
+            "steady fps $(calc "${sfps[isolated]} / ${sfps[cuframes]}")," \
+            "steady CPU $(calc "${scpu[isolated]} / ${scpu[cuframes]}")" >&2
+    fi
     unset fps cpu sfps scpu
 done
 json="[$(
