@@ -233,7 +233,7 @@ impl ShmHeader {
         self.magic().load(Ordering::Acquire)
     }
 
-    pub(crate) fn global_seq(&self) -> &AtomicU64 {
+    pub(super) fn global_seq(&self) -> &AtomicU64 {
         self.atomic_u64(offsets::GLOBAL_SEQ)
     }
 
@@ -246,13 +246,13 @@ impl ShmHeader {
     }
 
     /// Slot `index`'s field at `field` (an `offsets::SLOT_*` constant).
-    pub(crate) fn slot_field(&self, index: usize, field: usize) -> &AtomicU64 {
+    pub(super) fn slot_field(&self, index: usize, field: usize) -> &AtomicU64 {
         assert!(index < MAX_RING_SIZE);
         self.atomic_u64(offsets::slot(index) + field)
     }
 
     /// Subscriber slot `bit`'s field at `field` (an `offsets::SUB_*` constant).
-    pub(crate) fn subscriber_field(&self, bit: usize, field: usize) -> &AtomicU64 {
+    pub(super) fn subscriber_field(&self, bit: usize, field: usize) -> &AtomicU64 {
         assert!(bit < MAX_SUBSCRIBER_SLOTS);
         self.atomic_u64(offsets::subscriber(bit) + field)
     }

@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::props::FrameProps;
 use crate::shm::header::HeaderInfo;
 use crate::side_data;
-use crate::wire::layout::{SEQ_INVALID, offsets};
+use crate::wire::layout::SEQ_INVALID;
 use crate::wire::message::Message;
 
 /// The reading side of a subscription: the ring, the control socket, the
@@ -190,7 +190,7 @@ impl Reader {
     fn take(&mut self) -> Result<Option<FrameLease>> {
         let ring = self.ring.clone();
         let header = &ring.header;
-        let global = header.global_seq().load(Ordering::Acquire);
+        let global = header.published_seq();
         if global == SEQ_INVALID || global < self.next_seq {
             return Ok(None);
         }
@@ -203,7 +203,7 @@ impl Reader {
         if let Some(global) = skip_to.filter(|&newest| newest > self.next_seq) {
             // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
             for slot in 0..ring.ring_size {
-                let seq = header.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire);
+                let seq = header.slot_seq(slot);
                 if (self.next_seq..global).contains(&seq) {
                     ring.ack(slot, seq);
                 }
@@ -231,10 +231,7 @@ impl Reader {
             // Taken from here on, until ACKed: the publisher and other
             // subscribers count the slot as held (decision 25).
             header.note_taken(ring.bit, seq);
-            let pts = header.slot_field(slot, offsets::SLOT_PTS).load(Ordering::Relaxed) as i64;
-            let published = header
-                .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
-                .load(Ordering::Relaxed);
+            let (pts, published) = header.pts_and_publish_time(slot);
             let props = FrameProps::from_words(header.props_words(slot));
             let side_len = header.side_data_len(slot);
             let side_bytes = match (&ring.side, side_len) {
@@ -294,10 +291,7 @@ impl Reader {
     /// Extension: frames lost so far, in our subscriber slot (for `cuframes top`).
     fn show_dropped(&self) {
         let lost = self.dropped + self.ring.overwritten.load(Ordering::Relaxed);
-        self.ring
-            .header
-            .subscriber_field(self.ring.bit as usize, offsets::SUB_DROPPED)
-            .store(lost, Ordering::Relaxed);
+        self.ring.header.show_dropped(self.ring.bit, lost);
     }
 }
 
