@@ -379,6 +379,18 @@ mod needs_gpu {
         publisher
             .wait_for_subscribers(1, Duration::from_secs(10))
             .unwrap();
+        // D18: the library never copies into the caller's buffers.
+        let planes: Vec<DevicePlane> = layout
+            .planes()
+            .iter()
+            .map(|p| DevicePlane {
+                ptr: buffers[0] + p.offset as u64,
+                pitch: p.pitch,
+            })
+            .collect();
+        let copy = publisher.publish_device(&planes, 0).unwrap_err();
+        assert_eq!(copy.kind(), ErrorKind::Unsupported, "{copy}");
+        assert!(copy.to_string().contains("acquire_slot"), "{copy}");
         let mut frame_bytes = vec![0u8; layout.size()];
         for frame in 0..60u64 {
             let target = publisher.acquire_slot().unwrap();

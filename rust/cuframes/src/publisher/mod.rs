@@ -218,6 +218,8 @@ pub struct Publisher {
     next_seq: u64,
     /// A slot handed out by `acquire_slot`, not yet committed.
     acquired: Option<usize>,
+    /// EXTERNAL ownership: the slots are the caller's buffers (D18).
+    external: bool,
     /// Properties given to every frame from now on (decision 29).
     props: Option<FrameProps>,
     /// The side-data area (decision 30) and the next frame's side data, encoded.
@@ -335,6 +337,7 @@ impl Publisher {
             control_stats,
             next_seq: 1,
             acquired: None,
+            external: ownership == OWNERSHIP_EXTERNAL,
             props: None,
             side_area,
             pending_side_data: Vec::new(),
@@ -448,7 +451,9 @@ impl Publisher {
     }
 
     /// Publishes a frame copied from host planes; returns its seq.
+    /// Not under EXTERNAL ownership (see [`Publisher::acquire_slot`]).
     pub fn publish(&mut self, planes: &[HostPlane<'_>], pts_ns: i64) -> Result<u64> {
+        self.refuse_copy_into_external()?;
         let slot = self.begin();
         self.pool.write_host(slot, self.next_seq, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
@@ -456,12 +461,31 @@ impl Publisher {
 
     /// Publishes a frame copied from CUDA device planes (in the caller's
     /// context, ordered on its stream); returns its seq. Host memory
-    /// downloads the frame first.
+    /// downloads the frame first. Not under EXTERNAL ownership (see
+    /// [`Publisher::acquire_slot`]).
     pub fn publish_device(&mut self, planes: &[DevicePlane], pts_ns: i64) -> Result<u64> {
+        self.refuse_copy_into_external()?;
         let slot = self.begin();
         self.pool
             .write_device(slot, self.next_seq, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
+    }
+
+    /// D18: the library never copies into the caller's buffers; under
+    /// EXTERNAL ownership frames are written by the caller and published
+    /// with `acquire_slot` / `commit_slot`. Checked before a slot is picked,
+    /// so a refused call changes nothing.
+    fn refuse_copy_into_external(&self) -> Result<()> {
+        if self.external {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "'{}' publishes the caller's own buffers (EXTERNAL ownership), which the library never copies into: write the frame into the slot from acquire_slot and call commit_slot",
+                    self.key
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Zero-copy publish, step 1: the slot the next frame goes to (after the

@@ -80,6 +80,14 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let snapshot = header.snapshot();
     let info = validate_header(&snapshot)
         .map_err(|e| Error::new(e.kind(), format!("shared memory of '{key}': {e}")))?;
+    // Ownership is asked of no one: the header (validated) says it, and
+    // HELLO_RESP must say the same.
+    if info.ownership_mode != u64::from(accept.ownership_mode) {
+        return Err(Error::corrupt(format!(
+            "publisher of '{key}' says ownership_mode {} in HELLO_RESP, its shared memory says {}",
+            accept.ownership_mode, info.ownership_mode
+        )));
+    }
     if info.ring_size != accept.ring_size as usize || info.meta != accept.meta {
         return Err(Error::corrupt(format!(
             "shared memory of '{key}' disagrees with its publisher's HELLO_RESP"
