@@ -19,8 +19,6 @@ use crate::types::{
 #[derive(Debug)]
 pub struct cuframes_publisher {
     inner: Publisher,
-    /// The advertised frame rate (the library keeps it only in the header).
-    fps: Option<(u32, u32)>,
 }
 
 /// Fills `config`, a struct of `size` bytes, with the defaults:
@@ -73,9 +71,8 @@ pub unsafe extern "C" fn cuframes_publisher_create(
         try_c!(check_out(publisher_out, "publisher_out"));
         // SAFETY: the config's strings are NULL or NUL-terminated (contract).
         let rust = try_c!(unsafe { config.checked() });
-        let fps = rust.fps;
         let inner = try_c!(Publisher::create(rust));
-        let handle = Box::into_raw(Box::new(cuframes_publisher { inner, fps }));
+        let handle = Box::into_raw(Box::new(cuframes_publisher { inner }));
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { write_out(publisher_out, handle) };
         CUFRAMES_OK
@@ -104,7 +101,7 @@ pub unsafe extern "C" fn cuframes_publisher_get_info(
             ring_size: p.ring_size(),
             policy: p.policy(),
             memory: p.memory(),
-            fps: publisher.fps,
+            fps: p.info().fps,
             cuda_share: p.cuda_share(),
         }
         .to_c();

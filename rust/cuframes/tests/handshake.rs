@@ -369,3 +369,19 @@ fn a_live_key_is_respected_across_runtime_directories() {
     );
     assert!(std::path::Path::new(&format!("/dev/shm/cuframes-{key}")).exists());
 }
+
+#[test]
+fn the_publisher_describes_its_stream_as_subscribers_see_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("info");
+    let mut cfg = config(&key, dir.path());
+    cfg.fps = Some((30000, 1001));
+    let publisher = Publisher::create(cfg).unwrap();
+    let info = publisher.info();
+    assert_eq!(info.fps, Some((30000, 1001)));
+    assert_eq!(info.ring_size, publisher.ring_size());
+    assert_eq!(&info.layout, publisher.layout());
+    assert_eq!(info.memory, publisher.memory());
+    let sub = subscribe(&key, dir.path(), "s");
+    assert_eq!(sub.info(), info, "one description, both sides");
+}

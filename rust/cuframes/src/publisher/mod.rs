@@ -23,12 +23,12 @@ use crate::memory::{
 };
 use crate::props::FrameProps;
 use crate::resources::{KeyClaim, KeyPaths};
-use crate::shm::header::ShmHeader;
+use crate::shm::header::{HeaderInfo, ShmHeader, validate_header};
 use crate::shm::ring::{SlotState, choose_slot};
 use crate::shm::side_area::SideArea;
 use crate::side_data::{self, SIDE_DATA_CAPACITY};
 use crate::wire::layout::{
-    FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
+    FrameMeta, MAGIC, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
     POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader,
 };
 use crate::wire::message::{HelloAccept, Message, fd_purpose};
@@ -218,8 +218,8 @@ pub struct Publisher {
     next_seq: u64,
     /// A slot handed out by `acquire_slot`, not yet committed.
     acquired: Option<usize>,
-    /// EXTERNAL ownership: the slots are the caller's buffers (D18).
-    external: bool,
+    /// The stream as subscribers see it (D18: EXTERNAL ownership here).
+    info: HeaderInfo,
     /// Properties given to every frame from now on (decision 29).
     props: Option<FrameProps>,
     /// The side-data area (decision 30) and the next frame's side data, encoded.
@@ -293,11 +293,13 @@ impl Publisher {
         } else {
             OWNERSHIP_LIBRARY
         };
-        let header = ShmHeader::create(
-            &paths.shm_name,
-            &initial_header(&config, &meta, pool.as_ref()),
-            group,
-        )?;
+        let initial = initial_header(&config, &meta, pool.as_ref());
+        // What subscribers will read, read back the way they do.
+        let info = validate_header(&SharedHeader {
+            magic: MAGIC,
+            ..initial
+        })?;
+        let header = ShmHeader::create(&paths.shm_name, &initial, group)?;
         let listener = UnixListener::bind(&paths.socket)
             .map_err(|e| Error::io(format!("binding {}", paths.socket.display()), &e))?;
         // The directory is ours and private, so nobody connects before this;
@@ -337,7 +339,7 @@ impl Publisher {
             control_stats,
             next_seq: 1,
             acquired: None,
-            external: ownership == OWNERSHIP_EXTERNAL,
+            info,
             props: None,
             side_area,
             pending_side_data: Vec::new(),
@@ -349,6 +351,12 @@ impl Publisher {
     /// The key.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The stream as its subscribers see it: geometry, ring size, policy,
+    /// ownership, memory and frame rate, as written in the shared header.
+    pub fn info(&self) -> &HeaderInfo {
+        &self.info
     }
 
     /// Frame geometry (slot pitches included).
@@ -476,7 +484,7 @@ impl Publisher {
     /// with `acquire_slot` / `commit_slot`. Checked before a slot is picked,
     /// so a refused call changes nothing.
     fn refuse_copy_into_external(&self) -> Result<()> {
-        if self.external {
+        if self.info.ownership_mode == OWNERSHIP_EXTERNAL {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
