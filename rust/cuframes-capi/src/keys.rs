@@ -64,7 +64,7 @@ pub unsafe extern "C" fn cuframes_list_keys(
         // SAFETY: NULL or a NUL-terminated string, by the caller's contract.
         let dir = unsafe { optional_path(runtime_dir) };
         let mut count = 0usize;
-        for key in cuframes::resources::list_keys(dir.as_deref()) {
+        for key in cuframes::list_keys(dir.as_deref()) {
             let Ok(found) = cuframes::inspect::inspect(&key, dir.as_deref()) else {
                 continue;
             };

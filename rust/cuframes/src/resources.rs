@@ -259,7 +259,7 @@ pub fn lock_is_held(lock: &Path) -> bool {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(lock)
-        .is_ok_and(|file| crate::lock::is_locked_elsewhere(&file))
+        .is_ok_and(|file| crate::platform::lock::is_locked_elsewhere(&file))
 }
 
 /// A publisher's exclusive claim on a key: the held lock, with every stale
@@ -287,7 +287,7 @@ impl KeyClaim {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&paths.lock)
                 .map_err(|e| Error::io(format!("opening lock {}", paths.lock.display()), &e))?;
-            if !crate::lock::try_lock_exclusive(&file, &paths.lock.display().to_string())? {
+            if !crate::platform::lock::try_lock_exclusive(&file, &paths.lock.display().to_string())? {
                 return Err(already_published(key, &paths.shm_name));
             }
             // The previous owner may have unlinked the file between our open

@@ -8,7 +8,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use common::*;
-use cuframes::wire::{HelloReq, Message};
+use cuframes::protocol::{HelloReq, Message};
 use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode};
 
 fn read_message(s: &mut UnixStream) -> Option<Message> {
@@ -359,12 +359,10 @@ fn a_live_key_is_respected_across_runtime_directories() {
         !two.path().join(format!("{key}.lock")).exists(),
         "a refused claim leaves no lock file"
     );
-    let status = cuframes::resources::key_status(&key, Some(two.path())).unwrap();
+    let status = cuframes::key_status(&key, Some(two.path())).unwrap();
     assert!(status.live, "the shared header's lock shows the owner is alive");
     assert_eq!(
-        cuframes::resources::cleanup_key(&key, Some(two.path()))
-            .unwrap_err()
-            .kind(),
+        cuframes::cleanup_key(&key, Some(two.path())).unwrap_err().kind(),
         ErrorKind::AlreadyExists
     );
     assert!(std::path::Path::new(&format!("/dev/shm/cuframes-{key}")).exists());

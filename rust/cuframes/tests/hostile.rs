@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use cuframes::wire::*;
-use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode, shm};
+use cuframes::protocol::{self, *};
+use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode};
 use proptest::prelude::*;
 
 fn arb_message() -> impl Strategy<Value = Message> {
@@ -139,7 +139,7 @@ proptest! {
             header.proto_version = 1;
             header.max_subscribers = 32;
         }
-        if let Ok(info) = shm::validate_header(&header) {
+        if let Ok(info) = protocol::validate_header(&header) {
             prop_assert!((1..=16).contains(&info.ring_size));
             prop_assert_eq!(info.layout.size() as u64, header.meta.frame_size_bytes);
             prop_assert!(info.layout.width() >= 1 && info.layout.width() <= 16384);
@@ -162,7 +162,7 @@ proptest! {
             7 => h.meta.frame_size_bytes = value,
             _ => h.meta.memory_kind = value as u32,
         }
-        let ok = shm::validate_header(&h).is_ok();
+        let ok = protocol::validate_header(&h).is_ok();
         let expected = match field {
             0 => (1..=16).contains(&value),
             1 | 2 => value <= 1,
@@ -197,7 +197,7 @@ fn valid_header() -> SharedHeader {
         device_uuid: [0; 16],
         reserved: [0; 4],
     };
-    assert!(shm::validate_header(&h).is_ok());
+    assert!(protocol::validate_header(&h).is_ok());
     h
 }
 
@@ -209,17 +209,17 @@ fn a_single_plane_meta_must_say_pitch_uv_0() {
     h.meta.bits_per_pixel = 32;
     h.meta.frame_size_bytes = 256 * 48;
     h.meta.pitch_uv = 0;
-    assert!(shm::validate_header(&h).is_ok());
+    assert!(protocol::validate_header(&h).is_ok());
     for pitch_uv in [1, 256, u32::MAX] {
         h.meta.pitch_uv = pitch_uv;
-        let err = shm::validate_header(&h).unwrap_err();
+        let err = protocol::validate_header(&h).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
         assert!(
             err.to_string()
                 .contains(&format!("pitch_uv must be 0, not {pitch_uv}")),
             "{err}"
         );
-        let err = shm::validate_meta(&h.meta).unwrap_err();
+        let err = protocol::validate_meta(&h.meta).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Corrupt, "HELLO_RESP's meta alike: {err}");
     }
 }

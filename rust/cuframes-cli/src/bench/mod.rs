@@ -126,7 +126,7 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
         parse_size(&a.size).map_err(|_| bad("--size", &a.size, "use WxH, e.g. 1920x1080"))?;
     let geometry =
         Geometry::new(format, width, height).map_err(|e| bad("--size", &a.size, &e.to_string()))?;
-    let max_subs = shm::MAX_SUBSCRIBERS.min(cuframes::wire::LAST_SUBSCRIBER_BIT as usize);
+    let max_subs = shm::MAX_SUBSCRIBERS.min(cuframes::protocol::LAST_SUBSCRIBER_BIT as usize);
     if a.subscribers == 0 || a.subscribers > max_subs {
         return Err(bad(
             "--subscribers",

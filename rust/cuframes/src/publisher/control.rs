@@ -17,9 +17,9 @@ use nix::poll::{PollFd, PollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::registry::Registry;
-use crate::access;
 use crate::channel::{Channel, poll_fds};
 use crate::error::{Error, ErrorKind, Result};
+use crate::platform::access;
 use crate::wire::PROTOCOL_VERSION;
 use crate::wire::message::{
     HelloAccept, HelloResp, Message, SubscribeResp, fd_purpose, hello_flags, shutdown_reason,

@@ -14,13 +14,13 @@ pub use registry::SubscriberInfo;
 
 use self::control::{ControlSetup, ControlStats, ControlThread};
 use self::registry::Registry;
-use crate::access;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
 use crate::memory::{
     CudaBinding, CudaShareRequest, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, SlotPool,
     create_pool,
 };
+use crate::platform::access;
 use crate::props::FrameProps;
 use crate::resources::{KeyClaim, KeyPaths};
 use crate::shm::header::{HeaderInfo, ShmHeader, validate_header};

@@ -10,14 +10,14 @@ use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::{Mode, fstat};
 use nix::unistd::ftruncate;
 
-use super::region::{Access, MappedRegion};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
-use crate::memory::MemoryKind;
+use crate::platform::region::{Access, MappedRegion};
 use crate::wire::layout::{
     FrameMeta, HEADER_SIZE, MAGIC, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL,
     OWNERSHIP_LIBRARY, POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader, offsets,
 };
+use crate::wire::{CudaShare, MemoryKind};
 
 /// A mapped shared header.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ impl ShmHeader {
             ),
             e => Error::os(format!("shm_open {name}"), e),
         })?;
-        let created = crate::lock::try_lock_exclusive(&fd, name)
+        let created = crate::platform::lock::try_lock_exclusive(&fd, name)
             .and_then(|locked| {
                 locked.then_some(()).ok_or_else(|| {
                     Error::new(
@@ -58,7 +58,7 @@ impl ShmHeader {
             })
             .and_then(|()| match group {
                 None => Ok(()),
-                Some(gid) => nix::unistd::fchown(&fd, None, Some(crate::access::gid(gid)))
+                Some(gid) => nix::unistd::fchown(&fd, None, Some(crate::platform::access::gid(gid)))
                     .map_err(|e| Error::os(format!("giving {name} to group {gid}"), e)),
             })
             .and_then(|()| {
@@ -160,7 +160,7 @@ impl ShmHeader {
             Mode::empty(),
         )
         .ok()?;
-        Some(crate::lock::is_locked_elsewhere(&fd))
+        Some(crate::platform::lock::is_locked_elsewhere(&fd))
     }
 
     /// Removes the object's name (mappings stay valid).
@@ -286,8 +286,8 @@ pub struct HeaderInfo {
 
 impl HeaderInfo {
     /// How CUDA slots are shared (decision 27); None for host memory.
-    pub fn cuda_share(&self) -> Option<crate::memory::CudaShare> {
-        crate::memory::CudaShare::from_wire(self.meta.memory_kind).filter(|_| self.memory == MemoryKind::Cuda)
+    pub fn cuda_share(&self) -> Option<CudaShare> {
+        CudaShare::from_wire(self.meta.memory_kind).filter(|_| self.memory == MemoryKind::Cuda)
     }
 }
 

@@ -2,7 +2,6 @@
 
 mod futex;
 pub(crate) mod header;
-pub(crate) mod region;
 pub(crate) mod ring;
 pub(crate) mod side_area;
 

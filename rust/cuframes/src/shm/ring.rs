@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use super::futex;
 use super::header::ShmHeader;
-use crate::clock;
+use crate::platform::clock;
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, SEQ_INVALID, offsets};
 
 /// Longest single futex sleep of a waiting publisher: subscribers of older

@@ -11,8 +11,8 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::region::{Access, MappedRegion, sealed_memfd, sealed_size};
 use crate::error::{Error, Result};
+use crate::platform::region::{Access, MappedRegion, sealed_memfd, sealed_size};
 use crate::side_data::SIDE_DATA_CAPACITY;
 use crate::wire::layout::MAX_RING_SIZE;
 

@@ -16,9 +16,9 @@ use super::{SubscriberConfig, SubscriberMode};
 use crate::channel::Channel;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
+use crate::platform::region::Access;
 use crate::resources::KeyPaths;
 use crate::shm::header::{ShmHeader, validate_header, validate_meta};
-use crate::shm::region::Access;
 use crate::shm::side_area::SideArea;
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
 use crate::wire::message::{HelloAccept, HelloReq, Message, fd_purpose, hello_flags, msg_type};
@@ -62,7 +62,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     }
     validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
 
-    let publisher = crate::access::peer_credentials(chan.socket())?;
+    let publisher = crate::platform::access::peer_credentials(chan.socket())?;
     // The header, untrusted: validated, and it must agree with HELLO_RESP.
     let header = match take_fd(&mut early, fd_purpose::HEADER) {
         Some(fd) => ShmHeader::from_fd(

@@ -13,9 +13,9 @@ pub use lease::{FrameLease, PlaneView};
 
 use self::read_ahead::ReadAhead;
 use self::reader::Reader;
-use crate::clock;
 use crate::error::{Error, Result};
 use crate::memory::CudaBinding;
+use crate::platform::clock;
 use crate::shm::header::HeaderInfo;
 
 /// Which frames a subscriber receives (HELLO_REQ `mode`, decision 9).
