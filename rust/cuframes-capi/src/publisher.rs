@@ -10,8 +10,8 @@ use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
 use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
 use crate::sized;
 use crate::types::{
-    CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_frame_props,
-    cuframes_memory, cuframes_side_data_kind, cuframes_slot, cuframes_stream_info, memory_to_c,
+    CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, cuframes_frame_props, cuframes_memory,
+    cuframes_side_data_kind, cuframes_slot, cuframes_stream_info, memory_to_c, stream_info_to_c,
 };
 
 /// A publisher (opaque). Made by `cuframes_publisher_create`, freed by
@@ -95,16 +95,7 @@ pub unsafe extern "C" fn cuframes_publisher_get_info(
         let publisher = try_c!(unsafe { try_ref(publisher, "publisher") });
         // SAFETY: NULL or a writable struct of struct_size bytes (contract).
         let size = try_c!(unsafe { sized::out_size(info_out, "info_out") });
-        let p = &publisher.inner;
-        let info = StreamFacts {
-            layout: p.layout(),
-            ring_size: p.ring_size(),
-            policy: p.policy(),
-            memory: p.memory(),
-            fps: p.info().fps,
-            cuda_share: p.cuda_share(),
-        }
-        .to_c();
+        let info = stream_info_to_c(publisher.inner.info()).expect("our own policy is known");
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { sized::write_out(info_out, size, info) };
         CUFRAMES_OK

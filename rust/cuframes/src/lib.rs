@@ -45,7 +45,7 @@ pub use memory::{
 /// latencies measured against them.
 pub use platform::clock;
 pub use resources::{KeyPaths, KeyStatus, cleanup_key, key_status, list_keys, validate_key};
-pub use shm::HeaderInfo;
+pub use shm::StreamInfo;
 pub use wire::{CudaShare, MemoryKind};
 
 /// Protocol v1 byte for byte: the shared-memory layout (structs, offsets,

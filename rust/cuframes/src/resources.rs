@@ -1,4 +1,4 @@
-//! Keys and the kernel resources behind them (spec §1, decisions 5 and 6).
+//! Keys and the kernel resources behind them (spec §1, D5, D6).
 //!
 //! A key `K` owns: the control socket `<runtime dir>/K.sock`, the shared
 //! header `/dev/shm/cuframes-K`, and a lock file `<runtime dir>/K.lock`.
@@ -187,7 +187,7 @@ impl KeyPaths {
 
     /// Where a publisher of `key` puts its resources: the first candidate
     /// directory that exists or can be created and is safe to use
-    /// (decisions 5 and 19); `group` (a gid) is admitted to it.
+    /// (D5, D19); `group` (a gid) is admitted to it.
     pub fn for_publisher(key: &str, runtime_dir: Option<&Path>, group: Option<u32>) -> Result<KeyPaths> {
         validate_key(key)?;
         let mut tried = Vec::new();

@@ -1,4 +1,4 @@
-//! Access control and runtime-file hygiene (decision 19): modes of what a
+//! Access control and runtime-file hygiene (D19): modes of what a
 //! publisher creates, a group option, refusal of symlinks and unsafe
 //! directories, the shared header's owner, and key validation at every
 //! entry point. Peers of another uid: `rust/cuframes-cli/tests/cli_access.rs`.
@@ -222,7 +222,7 @@ mod needs_root {
     }
 
     /// Our subscriber maps the header its publisher sends over the socket
-    /// (decision 27), so a name planted or changed in /dev/shm does not matter.
+    /// (D27), so a name planted or changed in /dev/shm does not matter.
     #[test]
     #[ignore = "needs root (chown): run by scripts/test-rust.sh as root"]
     fn the_header_sent_by_the_publisher_is_used_not_the_name() {

@@ -651,7 +651,7 @@ fn hello_with_newer_protocol_is_refused() {
     }
     assert!(
         read_message(&mut s).is_none(),
-        "decision 3: socket closed after the refusal"
+        "D3: socket closed after the refusal"
     );
     assert_eq!(publisher.subscriber_count(), 0);
 }
@@ -675,7 +675,7 @@ fn older_protocol_is_refused_too() {
     );
 }
 
-/// Decision 8: extensions live in reserved bytes. A v1 reader that ignores
+/// D8: extensions live in reserved bytes. A v1 reader that ignores
 /// them reads every spec field right, and a header written by a v1 writer
 /// (extensions zero) validates, meaning CUDA memory and unknown frame rate.
 #[test]

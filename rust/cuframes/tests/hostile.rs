@@ -434,7 +434,7 @@ fn open_header_file(key: &str) -> std::fs::File {
         .expect("open the shared header")
 }
 
-/// Spec §2 offsets (subscriber slots at 0x0D00, decision 1).
+/// Spec §2 offsets (subscriber slots at 0x0D00, D1).
 mod offsets {
     pub const GLOBAL_SEQ: usize = 0xC0;
     pub const SUBSCRIBER_BITMAP: usize = 0xC8;
@@ -507,7 +507,7 @@ fn forged_bookkeeping_is_ignored_by_the_publisher() {
 
 /// A forged `global_seq` far ahead of the ring (any subscriber can write it)
 /// neither sends another subscriber past the frames still to come nor
-/// inflates its loss count (decision 14): it waits for the real next frame.
+/// inflates its loss count (D14): it waits for the real next frame.
 #[test]
 fn a_forged_global_seq_does_not_strand_a_subscriber() {
     let dir = tempfile::tempdir().unwrap();

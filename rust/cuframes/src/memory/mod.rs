@@ -146,7 +146,7 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     /// its EVENT_FD purpose.
     fn shared_fds(&self) -> Result<Vec<(u32, OwnedFd)>>;
     /// Descriptors sent before SUBSCRIBE to subscribers that ask for them
-    /// (CUDA slots shared as fds, decision 27), each with its purpose.
+    /// (CUDA slots shared as fds, D27), each with its purpose.
     fn early_fds(&self) -> Result<Vec<(u32, OwnedFd)>> {
         Ok(Vec::new())
     }
@@ -186,7 +186,7 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>>;
 }
 
-/// A subscriber's private copy of a frame (decision 25), laid out like a
+/// A subscriber's private copy of a frame (D25), laid out like a
 /// slot: host bytes, or device memory in the subscriber's CUDA context.
 #[derive(Debug)]
 pub(crate) enum LocalFrame {

@@ -33,7 +33,7 @@ pub(crate) struct ActiveSubscriber {
     pub pid: u32,
     pub wake: EventFd,
     pub sock: UnixStream,
-    /// When it joined (its start-up time runs from here; decision 23).
+    /// When it joined (its start-up time runs from here; D23).
     pub admitted: Instant,
 }
 

@@ -120,7 +120,7 @@ impl ShmHeader {
     }
 
     /// A new read-write descriptor of our own object `name`, to send to a
-    /// subscriber (decision 27): a separate open file description, so the
+    /// subscriber (D27): a separate open file description, so the
     /// creator's lock stays on the creator's alone.
     pub(crate) fn open_for_sharing(name: &str) -> Result<OwnedFd> {
         shm_open(
@@ -265,7 +265,7 @@ impl ShmHeader {
 
 /// A header's fixed part, validated: every value in range and consistent.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeaderInfo {
+pub struct StreamInfo {
     /// Live slots.
     pub ring_size: usize,
     /// `POLICY_*`.
@@ -284,8 +284,8 @@ pub struct HeaderInfo {
     pub producer_pid: u64,
 }
 
-impl HeaderInfo {
-    /// How CUDA slots are shared (decision 27); None for host memory.
+impl StreamInfo {
+    /// How CUDA slots are shared (D27); None for host memory.
     pub fn cuda_share(&self) -> Option<CudaShare> {
         CudaShare::from_wire(self.meta.memory_kind).filter(|_| self.memory == MemoryKind::Cuda)
     }
@@ -294,7 +294,7 @@ impl HeaderInfo {
 /// Checks the fixed part of a header read from shared memory, treating every
 /// field as hostile: the magic, the version, ring size, subscriber count,
 /// policy, ownership, memory kind and a frame geometry that adds up.
-pub fn validate_header(h: &SharedHeader) -> Result<HeaderInfo> {
+pub fn validate_header(h: &SharedHeader) -> Result<StreamInfo> {
     if h.magic != MAGIC {
         return Err(Error::corrupt(format!(
             "bad magic 0x{:08X} (want 0x{MAGIC:08X}): not a cuframes header or not initialised",
@@ -333,7 +333,7 @@ pub fn validate_header(h: &SharedHeader) -> Result<HeaderInfo> {
     }
     let (layout, memory) = validate_meta(&h.meta)?;
     let fps = (h.meta.fps_num != 0 && h.meta.fps_den != 0).then_some((h.meta.fps_num, h.meta.fps_den));
-    Ok(HeaderInfo {
+    Ok(StreamInfo {
         ring_size: h.ring_size as usize,
         policy: h.policy,
         ownership_mode: h.ownership_mode,

@@ -5,4 +5,4 @@ pub(crate) mod header;
 pub(crate) mod ring;
 pub(crate) mod side_area;
 
-pub use header::{HeaderInfo, validate_header, validate_meta};
+pub use header::{StreamInfo, validate_header, validate_meta};

@@ -3,7 +3,7 @@
 //! memory orderings of the ring live here; the publisher and the subscriber
 //! call these and never touch the slot words themselves.
 //!
-//! Writer (publisher), per frame (spec §5, decisions 11, 22):
+//! Writer (publisher), per frame (spec §5, D11, D22):
 //! 1. [`choose_slot`] picks a slot no subscriber still needs;
 //! 2. [`ShmHeader::mark_writing`]: `slot.seq = SEQ_INVALID`, Release fence;
 //! 3. the frame is written;
@@ -14,7 +14,7 @@
 //! (`slot.seq == s`, Acquire), read, [`ShmHeader::seq_after_read`] (Acquire
 //! fence, then the load): unchanged means the read was intact. Releasing a
 //! frame is [`ShmHeader::ack`], which also wakes a publisher that sleeps on
-//! the ACK futex (decision 24).
+//! the ACK futex (D24).
 
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
@@ -105,7 +105,7 @@ impl ShmHeader {
 
     // ------------------------------------------------------------- reader
 
-    /// The slot holding `seq`, if one does (decision 22: usually
+    /// The slot holding `seq`, if one does (D22: usually
     /// `seq mod ring_size`, else wherever the publisher put it).
     pub(crate) fn find_slot(&self, seq: u64, ring_size: usize) -> Option<usize> {
         let preferred = (seq % ring_size as u64) as usize;
@@ -115,7 +115,7 @@ impl ShmHeader {
     }
 
     /// The newest frame in the ring, if any: a bound for `global_seq`, which
-    /// any subscriber can overwrite (decision 14).
+    /// any subscriber can overwrite (D14).
     pub(crate) fn newest_in_ring(&self, ring_size: usize) -> Option<u64> {
         (0..ring_size)
             .map(|slot| self.slot_seq(slot))
@@ -153,7 +153,7 @@ impl ShmHeader {
         )
     }
 
-    /// The frame-property words of slot `slot` (decision 29), read between
+    /// The frame-property words of slot `slot` (D29), read between
     /// the seq and `seq_after_read` like the other fields.
     pub(crate) fn props_words(&self, slot: usize) -> [u64; 3] {
         [0, 1, 2].map(|i| {
@@ -162,7 +162,7 @@ impl ShmHeader {
         })
     }
 
-    /// Bytes of slot `slot`'s side data (decision 30; untrusted), read
+    /// Bytes of slot `slot`'s side data (D30; untrusted), read
     /// between the seq and `seq_after_read` like the other fields.
     pub(crate) fn side_data_len(&self, slot: usize) -> u64 {
         self.slot_field(slot, offsets::SLOT_SIDE_DATA)
@@ -246,7 +246,7 @@ impl ShmHeader {
     }
 
     /// How many live slots hold a frame that some active subscriber took and
-    /// has not released (decision 25). Read from subscriber-written words:
+    /// has not released (D25). Read from subscriber-written words:
     /// a lie only changes how often the liar's neighbours copy.
     pub(crate) fn held_slots(&self, ring_size: usize) -> usize {
         let active = self.subscriber_bitmap().load(Ordering::SeqCst) as u32;
@@ -281,7 +281,7 @@ pub(crate) struct SlotState {
     pub held: bool,
 }
 
-/// Decision 22: the slot for the next frame. `preferred` (seq mod ring
+/// D22: the slot for the next frame. `preferred` (seq mod ring
 /// size) when nobody owes it; else the oldest slot nobody owes. Under
 /// STRICT_WAIT nothing else will do (None: wait); under DROP_OLDEST the
 /// oldest slot nobody is holding, else the oldest slot.

@@ -1,4 +1,4 @@
-//! The side-data area (decision 30): one sealed memfd holding, for each of the
+//! The side-data area (D30): one sealed memfd holding, for each of the
 //! 16 possible slots, the encoded side data of the frame in that slot.
 //!
 //! The publisher writes a slot's area between marking the slot and committing

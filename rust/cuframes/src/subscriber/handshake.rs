@@ -43,7 +43,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let deadline = Instant::now() + config.connect_timeout;
     crate::testhook::abort_at("sub-before-hello");
 
-    // HELLO, and the descriptors sent before SUBSCRIBE (decision 27): the
+    // HELLO, and the descriptors sent before SUBSCRIBE (D27): the
     // shared header, so that /dev/shm need not be shared, and CUDA slots
     // shared as fds.
     let (accept, mut early) = hello(
@@ -94,10 +94,10 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         )));
     }
 
-    // CUDA memory is mapped before SUBSCRIBE (decision 23): making a CUDA
+    // CUDA memory is mapped before SUBSCRIBE (D23): making a CUDA
     // context takes seconds on a busy host, and the publisher counts a
     // subscriber's start-up time from its admission.
-    // Side data (decision 30) from publishers that have an area.
+    // Side data (D30) from publishers that have an area.
     let side = take_fd(&mut early, fd_purpose::SIDE_DATA)
         .map(|fd| SideArea::open(&fd, &key))
         .transpose()?;
@@ -226,7 +226,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
 /// The shared header of the publisher answering on `paths.socket`, asked for
 /// over the socket (HELLO with `EARLY_FDS`, then the connection is closed
 /// without subscribing): for inspecting a key whose /dev/shm is another
-/// IPC namespace's (decision 27). Mapped read-only.
+/// IPC namespace's (D27). Mapped read-only.
 pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Result<ShmHeader> {
     let key = paths.key.clone();
     let sock = UnixStream::connect(&paths.socket)
@@ -359,7 +359,7 @@ fn open_header_by_name(name: &str, publisher_uid: u32, key: &str) -> Result<ShmH
     Ok(header)
 }
 
-/// A publisher that refuses a peer at accept (decision 19) sends ERROR and
+/// A publisher that refuses a peer at accept (D19) sends ERROR and
 /// closes before our first send fails: report its reason rather than the
 /// failed send.
 fn refusal_or(chan: &mut Channel, err: Error, key: &str) -> Error {

@@ -14,7 +14,7 @@ use crate::channel::{Channel, poll_fds};
 use crate::error::{Error, ErrorKind, Result};
 use crate::platform::clock;
 use crate::props::FrameProps;
-use crate::shm::header::HeaderInfo;
+use crate::shm::header::StreamInfo;
 use crate::side_data;
 use crate::wire::layout::SEQ_INVALID;
 use crate::wire::message::Message;
@@ -25,7 +25,7 @@ use crate::wire::message::Message;
 pub(super) struct Reader {
     pub(super) key: String,
     pub(super) ring: Arc<Ring>,
-    pub(super) info: HeaderInfo,
+    pub(super) info: StreamInfo,
     pub(super) chan: Channel,
     pub(super) wake: OwnedFd,
     pub(super) mode: SubscriberMode,
@@ -196,7 +196,7 @@ impl Reader {
         }
         // Any subscriber can write global_seq: where we would skip or count
         // frames lost on its word, believe it no further than the newest
-        // frame actually in the ring (decision 14), or a forged value would
+        // frame actually in the ring (D14), or a forged value would
         // send us past every frame the publisher will ever publish.
         let bounded = || global.min(header.newest_in_ring(ring.ring_size).unwrap_or(0));
         let skip_to = (self.mode == SubscriberMode::Latest && global > self.next_seq).then(bounded);
@@ -229,7 +229,7 @@ impl Reader {
             };
             self.next_seq += 1;
             // Taken from here on, until ACKed: the publisher and other
-            // subscribers count the slot as held (decision 25).
+            // subscribers count the slot as held (D25).
             header.note_taken(ring.bit, seq);
             let (pts, published) = header.pts_and_publish_time(slot);
             let props = FrameProps::from_words(header.props_words(slot));

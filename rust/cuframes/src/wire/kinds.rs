@@ -1,15 +1,19 @@
 //! The enums whose numbers are the frame meta's `memory_kind` (protocol
 //! §2.4, D17, D27): one field says both where the frames live and how CUDA
-//! slots are shared. This is the one place that maps them to numbers.
+//! slots are shared. The C API (`cuframes_memory`) and Python number memory
+//! on their own, because they also need AUTO (a request, never on the wire).
+//! This table is the one place the two numberings meet:
 //!
-//! | `memory_kind` | [`MemoryKind`] | [`CudaShare`] | C `cuframes_memory` |
+//! | wire `memory_kind` | [`MemoryKind`] | [`CudaShare`] | C `cuframes_memory` (Python `memory=`) |
 //! |---|---|---|---|
-//! | 0 (`MEMORY_KIND_CUDA`) | `Cuda` | `Ipc` | `CUFRAMES_MEMORY_CUDA` |
-//! | 1 (`MEMORY_KIND_HOST`) | `Host` | — | `CUFRAMES_MEMORY_HOST` |
-//! | 2 (`MEMORY_KIND_CUDA_FD`) | `Cuda` | `Fd` | `CUFRAMES_MEMORY_CUDA` |
+//! | —                         | (`MemoryRequest::Auto`) | — | 0 `CUFRAMES_MEMORY_AUTO` (`"auto"`) |
+//! | 0 `MEMORY_KIND_CUDA`      | `Cuda` | `Ipc` | 2 `CUFRAMES_MEMORY_CUDA` (`"cuda"`), `cuda_share` IPC |
+//! | 1 `MEMORY_KIND_HOST`      | `Host` | —     | 1 `CUFRAMES_MEMORY_HOST` (`"host"`) |
+//! | 2 `MEMORY_KIND_CUDA_FD`   | `Cuda` | `Fd`  | 2 `CUFRAMES_MEMORY_CUDA` (`"cuda"`), `cuda_share` FD |
 //!
-//! The C API numbers its `cuframes_memory` values on its own (AUTO is a
-//! request, not a wire value); `rust/cuframes-capi/src/types.rs` converts.
+//! Conversions: [`MemoryKind::wire`] / [`MemoryKind::from_wire`] and
+//! `CudaShare::wire` / `CudaShare::from_wire` here; `memory_to_c` and
+//! `memory_request_from_c` in `rust/cuframes-capi/src/types.rs`.
 
 use super::layout::{MEMORY_KIND_CUDA, MEMORY_KIND_CUDA_FD, MEMORY_KIND_HOST};
 
@@ -49,7 +53,7 @@ impl MemoryKind {
     }
 }
 
-/// How a publisher shares CUDA slots with other processes (decision 27).
+/// How a publisher shares CUDA slots with other processes (D27).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CudaShare {
     /// VMM allocations exported as file descriptors, sent over the control
