@@ -965,7 +965,9 @@ cuframes_status cuframes_publisher_wait_subscribers(struct cuframes_publisher *p
  * must hold its rows (see `cuframes_frame_info.rows` / `row_bytes`, the
  * same for a publisher's stream): at least `pitches[i] * (rows - 1) +
  * row_bytes` readable bytes. Under STRICT_WAIT it may first wait up to the
- * ACK timeout for slow subscribers (and drop them).
+ * ACK timeout for slow subscribers (and drop them). `UNSUPPORTED` under
+ * EXTERNAL ownership: the library never copies into the caller's buffers
+ * (use `cuframes_publisher_acquire_slot` / `_commit_slot`).
  *
  * `source` says what the pointers are: `CUFRAMES_MEMORY_HOST` (host
  * memory) or `CUFRAMES_MEMORY_CUDA` (`CUdeviceptr` values cast to

@@ -400,6 +400,10 @@ static int external_slots_body(void) {
     CHECK_OK(cuframes_publisher_create(&config, &publisher));
     CHECK_OK(cuframes_publisher_wait_subscribers(publisher, 1, 20000));
     CHECK(source_init(&host, FORMAT, WIDTH, HEIGHT) == 0);
+    /* D18: the library never copies into the caller's buffers. */
+    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, host.planes,
+                                            host.pitches, host.plane_count, 0, NULL),
+                 CUFRAMES_ERR_UNSUPPORTED);
     for (seq = 1; seq <= FRAMES; seq++) {
         cuframes_slot slot;
         uint32_t p;

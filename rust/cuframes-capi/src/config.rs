@@ -171,7 +171,7 @@ impl cuframes_publisher_config {
     pub(crate) unsafe fn checked(&self) -> Result<PublisherConfig> {
         // SAFETY: by this function's contract.
         let key = unsafe { required_str(self.key, "config.key") }?;
-        cuframes::resources::validate_key(key)?;
+        cuframes::validate_key(key)?;
         let format = format_from_c(self.format, "config.format")?;
         if self.reserved != 0 {
             return Err(invalid(format!(
@@ -252,7 +252,7 @@ impl cuframes_subscriber_config {
     pub(crate) unsafe fn checked(&self) -> Result<SubscriberConfig> {
         // SAFETY: by this function's contract.
         let key = unsafe { required_str(self.key, "config.key") }?;
-        cuframes::resources::validate_key(key)?;
+        cuframes::validate_key(key)?;
         let mut config = SubscriberConfig::new(key);
         // SAFETY: by this function's contract.
         if let Some(name) = unsafe { optional_str(self.name, "config.name") }? {

@@ -4,12 +4,10 @@
 use std::ffi::c_char;
 use std::mem::offset_of;
 
-use cuframes::Policy;
-
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, optional_path};
 use crate::sized;
-use crate::types::{StreamFacts, cuframes_stream_info};
+use crate::types::{cuframes_stream_info, stream_info_to_c};
 
 /// Bytes of `cuframes_key_info.key`: a 63-byte key and its NUL.
 pub const CUFRAMES_KEY_BYTES: usize = 64;
@@ -64,7 +62,7 @@ pub unsafe extern "C" fn cuframes_list_keys(
         // SAFETY: NULL or a NUL-terminated string, by the caller's contract.
         let dir = unsafe { optional_path(runtime_dir) };
         let mut count = 0usize;
-        for key in cuframes::resources::list_keys(dir.as_deref()) {
+        for key in cuframes::list_keys(dir.as_deref()) {
             let Ok(found) = cuframes::inspect::inspect(&key, dir.as_deref()) else {
                 continue;
             };
@@ -89,18 +87,8 @@ pub unsafe extern "C" fn cuframes_list_keys(
                 {
                     *dst = b as c_char;
                 }
-                if let Ok(h) = &found.info
-                    && let Some(policy) = Policy::from_wire(h.policy)
-                {
-                    entry.info = StreamFacts {
-                        layout: &h.layout,
-                        ring_size: h.ring_size,
-                        policy,
-                        memory: h.memory,
-                        fps: h.fps,
-                        cuda_share: h.cuda_share(),
-                    }
-                    .to_c();
+                if let Some(info) = found.info.as_ref().ok().and_then(stream_info_to_c) {
+                    entry.info = info;
                 }
                 // The nested info: as much of it as the entry holds (all of
                 // it while key_info grows only through info).

@@ -37,7 +37,7 @@ pub unsafe extern "C" fn cuframes_validate_key(key: *const c_char) -> cuframes_s
     ffi_boundary!("cuframes_validate_key", {
         // SAFETY: NULL or NUL-terminated, by the caller's contract.
         let key = try_c!(unsafe { required_str(key, "key") });
-        try_c!(cuframes::resources::validate_key(key));
+        try_c!(cuframes::validate_key(key));
         CUFRAMES_OK
     })
 }

@@ -10,8 +10,8 @@ use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
 use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
 use crate::sized;
 use crate::types::{
-    CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, StreamFacts, cuframes_frame_props,
-    cuframes_memory, cuframes_side_data_kind, cuframes_slot, cuframes_stream_info, memory_to_c,
+    CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, cuframes_frame_props, cuframes_memory,
+    cuframes_side_data_kind, cuframes_slot, cuframes_stream_info, memory_to_c, stream_info_to_c,
 };
 
 /// A publisher (opaque). Made by `cuframes_publisher_create`, freed by
@@ -19,8 +19,6 @@ use crate::types::{
 #[derive(Debug)]
 pub struct cuframes_publisher {
     inner: Publisher,
-    /// The advertised frame rate (the library keeps it only in the header).
-    fps: Option<(u32, u32)>,
 }
 
 /// Fills `config`, a struct of `size` bytes, with the defaults:
@@ -73,9 +71,8 @@ pub unsafe extern "C" fn cuframes_publisher_create(
         try_c!(check_out(publisher_out, "publisher_out"));
         // SAFETY: the config's strings are NULL or NUL-terminated (contract).
         let rust = try_c!(unsafe { config.checked() });
-        let fps = rust.fps;
         let inner = try_c!(Publisher::create(rust));
-        let handle = Box::into_raw(Box::new(cuframes_publisher { inner, fps }));
+        let handle = Box::into_raw(Box::new(cuframes_publisher { inner }));
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { write_out(publisher_out, handle) };
         CUFRAMES_OK
@@ -98,16 +95,7 @@ pub unsafe extern "C" fn cuframes_publisher_get_info(
         let publisher = try_c!(unsafe { try_ref(publisher, "publisher") });
         // SAFETY: NULL or a writable struct of struct_size bytes (contract).
         let size = try_c!(unsafe { sized::out_size(info_out, "info_out") });
-        let p = &publisher.inner;
-        let info = StreamFacts {
-            layout: p.layout(),
-            ring_size: p.ring_size(),
-            policy: p.policy(),
-            memory: p.memory(),
-            fps: publisher.fps,
-            cuda_share: p.cuda_share(),
-        }
-        .to_c();
+        let info = stream_info_to_c(publisher.inner.info()).expect("our own policy is known");
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { sized::write_out(info_out, size, info) };
         CUFRAMES_OK
@@ -144,7 +132,9 @@ pub unsafe extern "C" fn cuframes_publisher_wait_subscribers(
 /// must hold its rows (see `cuframes_frame_info.rows` / `row_bytes`, the
 /// same for a publisher's stream): at least `pitches[i] * (rows - 1) +
 /// row_bytes` readable bytes. Under STRICT_WAIT it may first wait up to the
-/// ACK timeout for slow subscribers (and drop them).
+/// ACK timeout for slow subscribers (and drop them). `UNSUPPORTED` under
+/// EXTERNAL ownership: the library never copies into the caller's buffers
+/// (use `cuframes_publisher_acquire_slot` / `_commit_slot`).
 ///
 /// `source` says what the pointers are: `CUFRAMES_MEMORY_HOST` (host
 /// memory) or `CUFRAMES_MEMORY_CUDA` (`CUdeviceptr` values cast to

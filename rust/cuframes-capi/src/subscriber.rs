@@ -2,14 +2,14 @@
 
 use std::time::Duration;
 
-use cuframes::{ErrorKind, Policy, Subscriber};
+use cuframes::{ErrorKind, Subscriber};
 
 use crate::config::cuframes_subscriber_config;
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, try_mut, try_ref, write_out};
 use crate::frame::cuframes_frame;
 use crate::sized;
-use crate::types::{StreamFacts, cuframes_stream_info};
+use crate::types::{cuframes_stream_info, stream_info_to_c};
 
 /// A subscriber (opaque). Made by `cuframes_subscriber_create`, freed by
 /// `cuframes_subscriber_destroy`. Use it from one thread at a time; the
@@ -115,26 +115,16 @@ pub unsafe extern "C" fn cuframes_subscriber_get_info(
         let subscriber = try_c!(unsafe { try_ref(subscriber, "subscriber") });
         // SAFETY: NULL or a writable struct of struct_size bytes (contract).
         let size = try_c!(unsafe { sized::out_size(info_out, "info_out") });
-        let header = subscriber.inner.info();
-        let policy = try_c!(
-            Policy::from_wire(header.policy).ok_or_else(|| cuframes::Error::new(
+        let info = try_c!(stream_info_to_c(subscriber.inner.info()).ok_or_else(|| {
+            cuframes::Error::new(
                 ErrorKind::Corrupt,
                 format!(
                     "policy {} of '{}' is unknown",
-                    header.policy,
+                    subscriber.inner.info().policy,
                     subscriber.inner.key()
-                )
-            ))
-        );
-        let info = StreamFacts {
-            layout: &header.layout,
-            ring_size: header.ring_size,
-            policy,
-            memory: header.memory,
-            fps: header.fps,
-            cuda_share: header.cuda_share(),
-        }
-        .to_c();
+                ),
+            )
+        }));
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { sized::write_out(info_out, size, info) };
         CUFRAMES_OK

@@ -5,8 +5,8 @@
 use std::ffi::c_void;
 
 use cuframes::{
-    CopyMode, CudaShare, CudaShareRequest, FrameLayout, MemoryKind, MemoryRequest, PixelFormat, Policy,
-    Result, SubscriberMode,
+    CopyMode, CudaShare, CudaShareRequest, MemoryKind, MemoryRequest, PixelFormat, Policy, Result,
+    StreamInfo, SubscriberMode,
 };
 
 use crate::error::invalid;
@@ -337,45 +337,37 @@ pub(crate) fn copy_from_c(value: cuframes_copy_mode, what: &str) -> Result<CopyM
     }
 }
 
-/// What a stream looks like, gathered from either side.
-pub(crate) struct StreamFacts<'a> {
-    pub layout: &'a FrameLayout,
-    pub ring_size: usize,
-    pub policy: Policy,
-    pub memory: MemoryKind,
-    pub fps: Option<(u32, u32)>,
-    pub cuda_share: Option<CudaShare>,
-}
-
-impl StreamFacts<'_> {
-    pub(crate) fn to_c(&self) -> cuframes_stream_info {
-        let planes = self.layout.planes();
-        let mut pitches = [0usize; CUFRAMES_MAX_PLANES];
-        for (out, plane) in pitches.iter_mut().zip(planes) {
-            *out = plane.pitch;
-        }
-        let (fps_num, fps_den) = self.fps.unwrap_or((0, 0));
-        cuframes_stream_info {
-            struct_size: size_of::<cuframes_stream_info>() as u32,
-            format: format_to_c(self.layout.format()),
-            width: self.layout.width(),
-            height: self.layout.height(),
-            ring_size: self.ring_size as u32,
-            policy: policy_to_c(self.policy),
-            memory: memory_to_c(self.memory),
-            fps_num,
-            fps_den,
-            plane_count: planes.len() as u32,
-            pitches,
-            frame_size: self.layout.size(),
-            cuda_share: match self.cuda_share {
-                None => CUFRAMES_CUDA_SHARE_AUTO,
-                Some(CudaShare::Fd) => CUFRAMES_CUDA_SHARE_FD,
-                Some(CudaShare::Ipc) => CUFRAMES_CUDA_SHARE_IPC,
-            },
-            reserved: 0,
-        }
+/// The C view of a stream's description ([`StreamInfo`], the same on both
+/// sides); None when its policy is none this library knows (a header that
+/// passed validation always has one).
+pub(crate) fn stream_info_to_c(info: &StreamInfo) -> Option<cuframes_stream_info> {
+    let policy = Policy::from_wire(info.policy)?;
+    let planes = info.layout.planes();
+    let mut pitches = [0usize; CUFRAMES_MAX_PLANES];
+    for (out, plane) in pitches.iter_mut().zip(planes) {
+        *out = plane.pitch;
     }
+    let (fps_num, fps_den) = info.fps.unwrap_or((0, 0));
+    Some(cuframes_stream_info {
+        struct_size: size_of::<cuframes_stream_info>() as u32,
+        format: format_to_c(info.layout.format()),
+        width: info.layout.width(),
+        height: info.layout.height(),
+        ring_size: info.ring_size as u32,
+        policy: policy_to_c(policy),
+        memory: memory_to_c(info.memory),
+        fps_num,
+        fps_den,
+        plane_count: planes.len() as u32,
+        pitches,
+        frame_size: info.layout.size(),
+        cuda_share: match info.cuda_share() {
+            None => CUFRAMES_CUDA_SHARE_AUTO,
+            Some(CudaShare::Fd) => CUFRAMES_CUDA_SHARE_FD,
+            Some(CudaShare::Ipc) => CUFRAMES_CUDA_SHARE_IPC,
+        },
+        reserved: 0,
+    })
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 use std::process::ExitCode;
 
 use cuframes::inspect::{Inspection, inspect as inspect_key};
-use cuframes::resources::{cleanup_key, list_keys};
-use cuframes::wire::{SEQ_INVALID, SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DRAINING};
+use cuframes::protocol::{SEQ_INVALID, SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DRAINING};
 use cuframes::{Error, ErrorKind, Policy, Result};
+use cuframes::{cleanup_key, list_keys};
 use serde_json::{Value, json};
 
 use crate::args::{CleanupArgs, InspectArgs, LsArgs};

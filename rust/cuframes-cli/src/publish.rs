@@ -55,7 +55,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
             format!("bad --fps {}: use 0 (unthrottled) or 0.001 to 100000", a.fps),
         ));
     }
-    let max_subscribers = cuframes::wire::LAST_SUBSCRIBER_BIT as usize;
+    let max_subscribers = cuframes::protocol::LAST_SUBSCRIBER_BIT as usize;
     if a.wait_subscribers > max_subscribers {
         return Err(Error::new(
             cuframes::ErrorKind::InvalidArgument,

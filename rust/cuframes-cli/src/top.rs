@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::bench::invalid;
 use cuframes::inspect::{Inspection, inspect as inspect_key};
-use cuframes::resources::list_keys;
-use cuframes::wire::{SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DRAINING};
+use cuframes::list_keys;
+use cuframes::protocol::{SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DRAINING};
 use cuframes::{Policy, Result};
 use serde_json::{Value, json};
 

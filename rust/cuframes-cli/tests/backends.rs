@@ -1,6 +1,6 @@
 //! One suite, every memory backend (in the iceoryx2 manner): the same
 //! scenarios with host memory, CUDA slots shared as file descriptors and
-//! CUDA slots shared as IPC handles (decision 27), as real processes.
+//! CUDA slots shared as IPC handles (D27), as real processes.
 //!
 //! The host variants run everywhere. The CUDA ones need an NVIDIA GPU: they
 //! are ignored by default, sit in `needs_gpu`, and are run by

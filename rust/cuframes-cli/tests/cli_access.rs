@@ -1,4 +1,4 @@
-//! Peers of another user (decision 19), with real processes: a root
+//! Peers of another user (D19), with real processes: a root
 //! publisher and subscribers run as `nobody` through setpriv(1). Needs root
 //! and setpriv: the tests are ignored by default and sit in `needs_root`;
 //! `scripts/test-rust.sh` runs them as root and counts them as skipped

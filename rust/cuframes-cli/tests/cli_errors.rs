@@ -8,7 +8,7 @@ use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
 use common::{EXIT_LIMIT, TestEnv, shm_path};
-use cuframes::wire::{HelloResp, Message, TLV_HEADER_LEN, msg_type};
+use cuframes::protocol::{HelloResp, Message, TLV_HEADER_LEN, msg_type};
 use cuframes::{
     ErrorKind, MemoryRequest, PixelFormat, Publisher, PublisherConfig, Subscriber, SubscriberConfig,
 };

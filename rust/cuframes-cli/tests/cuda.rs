@@ -67,12 +67,12 @@ mod needs_gpu {
         assert!(out.stderr.contains("cuda memory"), "{out}");
     }
 
-    /// Decision 25 on the GPU: a subscriber that holds 10 frames of a ring of 4
+    /// D25 on the GPU: a subscriber that holds 10 frames of a ring of 4
     /// gets device-to-device copies beyond the slots it may hold; one that
     /// copies every frame; both verify every frame (the copies are read back
     /// from the subscriber's own device memory), and the publisher never waits
     /// for them into a drop.
-    /// Both ways of sharing CUDA slots (decision 27), same host namespaces:
+    /// Both ways of sharing CUDA slots (D27), same host namespaces:
     /// `fd` is the default where the GPU supports it, `ipc` on request.
     #[test]
     #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
@@ -379,6 +379,18 @@ mod needs_gpu {
         publisher
             .wait_for_subscribers(1, Duration::from_secs(10))
             .unwrap();
+        // D18: the library never copies into the caller's buffers.
+        let planes: Vec<DevicePlane> = layout
+            .planes()
+            .iter()
+            .map(|p| DevicePlane {
+                ptr: buffers[0] + p.offset as u64,
+                pitch: p.pitch,
+            })
+            .collect();
+        let copy = publisher.publish_device(&planes, 0).unwrap_err();
+        assert_eq!(copy.kind(), ErrorKind::Unsupported, "{copy}");
+        assert!(copy.to_string().contains("acquire_slot"), "{copy}");
         let mut frame_bytes = vec![0u8; layout.size()];
         for frame in 0..60u64 {
             let target = publisher.acquire_slot().unwrap();
@@ -518,7 +530,7 @@ mod needs_gpu {
             can != 0
         }
 
-        /// Two GPUs (issue 8, decision 21), both ways round: the publisher on one
+        /// Two GPUs (issue 8, D21), both ways round: the publisher on one
         /// device; subscribers on the same device and on the other (peer access
         /// when the GPUs can peer, else refused naming both) check every frame
         /// byte for byte; the in-process one on the other device also measures

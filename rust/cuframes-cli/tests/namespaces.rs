@@ -1,4 +1,4 @@
-//! Containers that share only the runtime directory (decision 27), as
+//! Containers that share only the runtime directory (D27), as
 //! sibling namespaces: publisher and subscriber each in their own PID, IPC
 //! and mount namespaces, each with its own tmpfs on /dev/shm — what two
 //! Docker containers with one shared volume are. Host memory here (CI has

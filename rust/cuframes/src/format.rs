@@ -216,8 +216,10 @@ fn check_dimensions(width: u32, height: u32) -> Result<()> {
 
 impl FrameLayout {
     /// The layout with the given pitches: `pitch_y` for plane 0, `pitch_uv`
-    /// for the chroma planes (ignored for single-plane formats). Fails when a
-    /// pitch is shorter than its row or the frame would not fit in memory.
+    /// for the chroma planes. Fails when a pitch is shorter than its row, when
+    /// a single-plane format has a `pitch_uv` other than 0 (protocol §2.6: the
+    /// field is 0 there; a meta that says otherwise is refused, not read two
+    /// ways), or when the frame would not fit in memory.
     pub fn with_pitches(
         format: PixelFormat,
         width: u32,
@@ -226,6 +228,11 @@ impl FrameLayout {
         pitch_uv: usize,
     ) -> Result<FrameLayout> {
         check_dimensions(width, height)?;
+        if format.plane_count() == 1 && pitch_uv != 0 {
+            return Err(Error::invalid(format!(
+                "{format} has one plane: pitch_uv must be 0, not {pitch_uv}"
+            )));
+        }
         let mut planes = Vec::with_capacity(format.plane_count());
         let mut offset = 0usize;
         for (index, shape) in format.shapes().iter().enumerate() {
@@ -395,5 +402,11 @@ mod tests {
         assert!(short.message().contains("plane 0 pitch 63"), "{short}");
         assert!(FrameLayout::with_pitches(PixelFormat::Nv12, 64, 64, 64, 10).is_err());
         assert!(FrameLayout::with_pitches(PixelFormat::Bgra, 64, 64, usize::MAX / 2, 0).is_err());
+        let chroma = FrameLayout::with_pitches(PixelFormat::Bgra, 64, 64, 256, 256).unwrap_err();
+        assert!(
+            chroma.to_string().contains("pitch_uv must be 0, not 256"),
+            "{chroma}"
+        );
+        assert!(FrameLayout::with_pitches(PixelFormat::Bgra, 64, 64, 256, 0).is_ok());
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::resources::{KeyStatus, key_status};
-use crate::shm::header::{HeaderInfo, ShmHeader, validate_header};
+use crate::shm::header::{ShmHeader, StreamInfo, validate_header};
 use crate::wire::layout::{MAX_SUBSCRIBER_SLOTS, SUBSCRIBER_FREE, SharedHeader};
 
 /// What a key's resources and shared header say.
@@ -15,7 +15,7 @@ pub struct Inspection {
     /// The raw header, when the shared memory could be mapped.
     pub header: Option<SharedHeader>,
     /// The validated fixed part, or why validation failed.
-    pub info: std::result::Result<HeaderInfo, String>,
+    pub info: std::result::Result<StreamInfo, String>,
 }
 
 /// One occupied subscriber slot of a header.

@@ -19,30 +19,45 @@
 //! # Ok(()) }
 //! ```
 
-pub mod access;
 mod channel;
-pub mod clock;
 mod error;
 pub mod format;
 pub mod inspect;
-mod lock;
 pub mod memory;
 pub mod pattern;
+mod platform;
 mod props;
 mod publisher;
-pub mod resources;
-pub mod shm;
+mod resources;
+mod shm;
 mod side_data;
 mod subscriber;
 mod testhook;
-pub mod wire;
+mod wire;
 
 pub use error::{Error, ErrorKind, Result};
 pub use format::{FrameLayout, PixelFormat, PlaneLayout};
 pub use memory::{
-    CudaBinding, CudaShare, CudaShareRequest, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr,
-    cuda_available, cuda_unavailable_reason,
+    CudaBinding, CudaShareRequest, DevicePlane, HostPlane, MemoryRequest, PlanePtr, cuda_available,
+    cuda_unavailable_reason,
 };
+/// The clocks of frame timestamps (`publish_mono_ns` is CLOCK_MONOTONIC), for
+/// latencies measured against them.
+pub use platform::clock;
+pub use resources::{KeyPaths, KeyStatus, cleanup_key, key_status, list_keys, validate_key};
+pub use shm::StreamInfo;
+pub use wire::{CudaShare, MemoryKind};
+
+/// Protocol v1 byte for byte: the shared-memory layout (structs, offsets,
+/// constants) and the control messages with their encoder and strict
+/// decoder, and the checks a subscriber makes of untrusted headers. For
+/// conformance tests, inspection tools (`cuframes inspect`, `top`) and other
+/// implementations; the library's own users need none of it.
+pub mod protocol {
+    pub use crate::shm::{validate_header, validate_meta};
+    pub use crate::wire::layout::*;
+    pub use crate::wire::message::*;
+}
 pub use props::FrameProps;
 pub use publisher::{
     DEFAULT_STARTUP_TIMEOUT_MS, PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats,

@@ -1,4 +1,4 @@
-//! Frame properties (decision 29): what an encoder reads from a frame
+//! Frame properties (D29): what an encoder reads from a frame
 //! besides its pixels — colour description, sample aspect ratio, field
 //! order, key frame and picture type, duration — carried per frame in the
 //! slot descriptor's reserved bytes, so a subscriber can stand in for the
@@ -44,7 +44,7 @@ const INTERLACED: u8 = 4;
 const TOP_FIELD_FIRST: u8 = 8;
 
 impl FrameProps {
-    /// The three slot-descriptor words (decision 29): colour bytes and
+    /// The three slot-descriptor words (D29): colour bytes and
     /// flags; SAR; duration.
     pub(crate) fn to_words(self) -> [u64; 3] {
         let flags = PRESENT

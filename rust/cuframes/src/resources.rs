@@ -1,4 +1,4 @@
-//! Keys and the kernel resources behind them (spec §1, decisions 5 and 6).
+//! Keys and the kernel resources behind them (spec §1, D5, D6).
 //!
 //! A key `K` owns: the control socket `<runtime dir>/K.sock`, the shared
 //! header `/dev/shm/cuframes-K`, and a lock file `<runtime dir>/K.lock`.
@@ -187,7 +187,7 @@ impl KeyPaths {
 
     /// Where a publisher of `key` puts its resources: the first candidate
     /// directory that exists or can be created and is safe to use
-    /// (decisions 5 and 19); `group` (a gid) is admitted to it.
+    /// (D5, D19); `group` (a gid) is admitted to it.
     pub fn for_publisher(key: &str, runtime_dir: Option<&Path>, group: Option<u32>) -> Result<KeyPaths> {
         validate_key(key)?;
         let mut tried = Vec::new();
@@ -259,7 +259,7 @@ pub fn lock_is_held(lock: &Path) -> bool {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(lock)
-        .is_ok_and(|file| crate::lock::is_locked_elsewhere(&file))
+        .is_ok_and(|file| crate::platform::lock::is_locked_elsewhere(&file))
 }
 
 /// A publisher's exclusive claim on a key: the held lock, with every stale
@@ -287,7 +287,7 @@ impl KeyClaim {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&paths.lock)
                 .map_err(|e| Error::io(format!("opening lock {}", paths.lock.display()), &e))?;
-            if !crate::lock::try_lock_exclusive(&file, &paths.lock.display().to_string())? {
+            if !crate::platform::lock::try_lock_exclusive(&file, &paths.lock.display().to_string())? {
                 return Err(already_published(key, &paths.shm_name));
             }
             // The previous owner may have unlinked the file between our open

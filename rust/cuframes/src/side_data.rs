@@ -1,4 +1,4 @@
-//! Frame side data (decision 30): the variable-size metadata an encoder passes
+//! Frame side data (D30): the variable-size metadata an encoder passes
 //! on with a frame — HDR mastering display and content light level, dynamic
 //! HDR (HDR10+), A/53 closed captions, user-data SEI, SMPTE timecodes.
 //!

@@ -1,4 +1,4 @@
-//! Access control and runtime-file hygiene (decision 19): modes of what a
+//! Access control and runtime-file hygiene (D19): modes of what a
 //! publisher creates, a group option, refusal of symlinks and unsafe
 //! directories, the shared header's owner, and key validation at every
 //! entry point. Peers of another uid: `rust/cuframes-cli/tests/cli_access.rs`.
@@ -12,7 +12,7 @@ use common::*;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
-use cuframes::wire::Message;
+use cuframes::protocol::Message;
 use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberConfig};
 
 fn mode(path: &Path) -> u32 {
@@ -82,7 +82,7 @@ fn symlinks_at_runtime_paths_are_refused() {
     assert!(err.to_string().contains("symlink"), "{err}");
     let err = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
-    assert!(cuframes::resources::cleanup_key(&key, Some(dir.path())).is_err());
+    assert!(cuframes::cleanup_key(&key, Some(dir.path())).is_err());
 
     // At the lock path (dangling, too).
     let key = unique_key("symlock");
@@ -146,7 +146,7 @@ fn keys_are_validated_at_every_entry() {
             ErrorKind::InvalidArgument,
             "subscribe {bad:?}"
         );
-        use cuframes::resources as r;
+        use cuframes as r;
         assert!(r::key_status(bad, Some(dir.path())).is_err(), "status {bad:?}");
         assert!(r::cleanup_key(bad, Some(dir.path())).is_err(), "cleanup {bad:?}");
         assert!(
@@ -157,11 +157,7 @@ fn keys_are_validated_at_every_entry() {
     }
     // Names in the runtime directory that are no key are not listed.
     std::fs::write(dir.path().join("a b.sock"), b"").unwrap();
-    assert!(
-        cuframes::resources::list_keys(Some(dir.path()))
-            .iter()
-            .all(|k| k != "a b")
-    );
+    assert!(cuframes::list_keys(Some(dir.path())).iter().all(|k| k != "a b"));
 }
 
 /// Subscribers receive the host slot memfd, which anyone holding it could
@@ -226,7 +222,7 @@ mod needs_root {
     }
 
     /// Our subscriber maps the header its publisher sends over the socket
-    /// (decision 27), so a name planted or changed in /dev/shm does not matter.
+    /// (D27), so a name planted or changed in /dev/shm does not matter.
     #[test]
     #[ignore = "needs root (chown): run by scripts/test-rust.sh as root"]
     fn the_header_sent_by_the_publisher_is_used_not_the_name() {

@@ -12,8 +12,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use common::*;
-use cuframes::wire::*;
-use cuframes::{ErrorKind, MemoryKind, PixelFormat, Policy, Publisher, shm};
+use cuframes::protocol::{self, *};
+use cuframes::{ErrorKind, MemoryKind, PixelFormat, Policy, Publisher};
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
@@ -229,7 +229,7 @@ fn goldens() -> Vec<Golden> {
                 name: "ab".into(),
                 cuda_device: -1,
                 mode: 0,
-                ext_flags: cuframes::wire::message::hello_flags::EARLY_FDS,
+                ext_flags: cuframes::protocol::hello_flags::EARLY_FDS,
             }),
             reserved: 30..38,
         },
@@ -651,7 +651,7 @@ fn hello_with_newer_protocol_is_refused() {
     }
     assert!(
         read_message(&mut s).is_none(),
-        "decision 3: socket closed after the refusal"
+        "D3: socket closed after the refusal"
     );
     assert_eq!(publisher.subscriber_count(), 0);
 }
@@ -675,7 +675,7 @@ fn older_protocol_is_refused_too() {
     );
 }
 
-/// Decision 8: extensions live in reserved bytes. A v1 reader that ignores
+/// D8: extensions live in reserved bytes. A v1 reader that ignores
 /// them reads every spec field right, and a header written by a v1 writer
 /// (extensions zero) validates, meaning CUDA memory and unknown frame rate.
 #[test]
@@ -687,7 +687,7 @@ fn extensions_are_invisible_to_a_plain_v1_reader() {
     let _publisher = Publisher::create(cfg).unwrap();
     let bytes = std::fs::read(format!("/dev/shm/cuframes-{key}")).unwrap();
     let live = SharedHeader::from_bytes(bytes.as_slice().try_into().unwrap());
-    let info = shm::validate_header(&live).unwrap();
+    let info = protocol::validate_header(&live).unwrap();
     assert_eq!(info.memory, MemoryKind::Host);
     assert_eq!(info.fps, Some((25, 1)));
 
@@ -701,7 +701,7 @@ fn extensions_are_invisible_to_a_plain_v1_reader() {
     // Spec fields are unchanged by stripping the extensions.
     let (a, b) = (live.meta.to_bytes(), v1.meta.to_bytes());
     assert_eq!(a[..0x20], b[..0x20]);
-    let info = shm::validate_header(&v1).unwrap();
+    let info = protocol::validate_header(&v1).unwrap();
     assert_eq!(
         info.memory,
         MemoryKind::Cuda,

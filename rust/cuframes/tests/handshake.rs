@@ -8,7 +8,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use common::*;
-use cuframes::wire::{HelloReq, Message};
+use cuframes::protocol::{HelloReq, Message};
 use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode};
 
 fn read_message(s: &mut UnixStream) -> Option<Message> {
@@ -359,13 +359,27 @@ fn a_live_key_is_respected_across_runtime_directories() {
         !two.path().join(format!("{key}.lock")).exists(),
         "a refused claim leaves no lock file"
     );
-    let status = cuframes::resources::key_status(&key, Some(two.path())).unwrap();
+    let status = cuframes::key_status(&key, Some(two.path())).unwrap();
     assert!(status.live, "the shared header's lock shows the owner is alive");
     assert_eq!(
-        cuframes::resources::cleanup_key(&key, Some(two.path()))
-            .unwrap_err()
-            .kind(),
+        cuframes::cleanup_key(&key, Some(two.path())).unwrap_err().kind(),
         ErrorKind::AlreadyExists
     );
     assert!(std::path::Path::new(&format!("/dev/shm/cuframes-{key}")).exists());
+}
+
+#[test]
+fn the_publisher_describes_its_stream_as_subscribers_see_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("info");
+    let mut cfg = config(&key, dir.path());
+    cfg.fps = Some((30000, 1001));
+    let publisher = Publisher::create(cfg).unwrap();
+    let info = publisher.info();
+    assert_eq!(info.fps, Some((30000, 1001)));
+    assert_eq!(info.ring_size, publisher.ring_size());
+    assert_eq!(&info.layout, publisher.layout());
+    assert_eq!(info.memory, publisher.memory());
+    let sub = subscribe(&key, dir.path(), "s");
+    assert_eq!(sub.info(), info, "one description, both sides");
 }

@@ -1,4 +1,4 @@
-//! Consumers that start slowly or hold frames (decisions 22, 23, 25): under
+//! Consumers that start slowly or hold frames (D22, D23, D25): under
 //! STRICT_WAIT nobody is dropped for starting slowly, a consumer that keeps
 //! more frames than the ring has never stalls the publisher when it lets
 //! the library copy, and every frame arrives intact and in order.
@@ -246,7 +246,7 @@ fn under_drop_oldest_auto_copies_are_never_torn() {
     assert_eq!(stats.overwritten, 0);
 }
 
-/// Decision 26: the read-ahead thread keeps a consumer that is still
+/// D26: the read-ahead thread keeps a consumer that is still
 /// starting from losing frames under drop-oldest.
 #[test]
 fn read_ahead_keeps_a_slow_starter_from_losing_frames_under_drop_oldest() {

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use cuframes::wire::*;
-use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode, shm};
+use cuframes::protocol::{self, *};
+use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode};
 use proptest::prelude::*;
 
 fn arb_message() -> impl Strategy<Value = Message> {
@@ -139,7 +139,7 @@ proptest! {
             header.proto_version = 1;
             header.max_subscribers = 32;
         }
-        if let Ok(info) = shm::validate_header(&header) {
+        if let Ok(info) = protocol::validate_header(&header) {
             prop_assert!((1..=16).contains(&info.ring_size));
             prop_assert_eq!(info.layout.size() as u64, header.meta.frame_size_bytes);
             prop_assert!(info.layout.width() >= 1 && info.layout.width() <= 16384);
@@ -162,7 +162,7 @@ proptest! {
             7 => h.meta.frame_size_bytes = value,
             _ => h.meta.memory_kind = value as u32,
         }
-        let ok = shm::validate_header(&h).is_ok();
+        let ok = protocol::validate_header(&h).is_ok();
         let expected = match field {
             0 => (1..=16).contains(&value),
             1 | 2 => value <= 1,
@@ -197,8 +197,31 @@ fn valid_header() -> SharedHeader {
         device_uuid: [0; 16],
         reserved: [0; 4],
     };
-    assert!(shm::validate_header(&h).is_ok());
+    assert!(protocol::validate_header(&h).is_ok());
     h
+}
+
+#[test]
+fn a_single_plane_meta_must_say_pitch_uv_0() {
+    let mut h = valid_header();
+    h.meta.format = cuframes::PixelFormat::Bgra.wire();
+    h.meta.pitch_y = 256;
+    h.meta.bits_per_pixel = 32;
+    h.meta.frame_size_bytes = 256 * 48;
+    h.meta.pitch_uv = 0;
+    assert!(protocol::validate_header(&h).is_ok());
+    for pitch_uv in [1, 256, u32::MAX] {
+        h.meta.pitch_uv = pitch_uv;
+        let err = protocol::validate_header(&h).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("pitch_uv must be 0, not {pitch_uv}")),
+            "{err}"
+        );
+        let err = protocol::validate_meta(&h.meta).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "HELLO_RESP's meta alike: {err}");
+    }
 }
 
 /// Sends `bytes` on a fresh connection and keeps it open for a moment.
@@ -411,7 +434,7 @@ fn open_header_file(key: &str) -> std::fs::File {
         .expect("open the shared header")
 }
 
-/// Spec §2 offsets (subscriber slots at 0x0D00, decision 1).
+/// Spec §2 offsets (subscriber slots at 0x0D00, D1).
 mod offsets {
     pub const GLOBAL_SEQ: usize = 0xC0;
     pub const SUBSCRIBER_BITMAP: usize = 0xC8;
@@ -484,7 +507,7 @@ fn forged_bookkeeping_is_ignored_by_the_publisher() {
 
 /// A forged `global_seq` far ahead of the ring (any subscriber can write it)
 /// neither sends another subscriber past the frames still to come nor
-/// inflates its loss count (decision 14): it waits for the real next frame.
+/// inflates its loss count (D14): it waits for the real next frame.
 #[test]
 fn a_forged_global_seq_does_not_strand_a_subscriber() {
     let dir = tempfile::tempdir().unwrap();
@@ -665,4 +688,74 @@ fn scribbling_over_a_live_header_is_survived() {
         "a publish took {slowest:?} (ACK timeout {ack_timeout:?})"
     );
     assert!(writes > 1000);
+}
+
+/// A publisher that relays a real one's HELLO_RESP to the subscriber after
+/// `lie` changed it (asked without `EARLY_FDS`, so the subscriber opens the
+/// real header by name and can compare), then hangs up. Returns the
+/// subscriber's error.
+fn connect_through_a_liar(tag: &str, lie: impl FnOnce(&mut HelloAccept) + Send + 'static) -> cuframes::Error {
+    use std::io::Read;
+    use std::os::unix::net::UnixListener;
+
+    fn read_message(sock: &mut UnixStream) -> Message {
+        let mut buf = vec![0u8; 8];
+        sock.read_exact(&mut buf).unwrap();
+        let len = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as usize;
+        buf.resize(8 + len, 0);
+        sock.read_exact(&mut buf[8..]).unwrap();
+        Message::decode(&buf).unwrap().unwrap().0
+    }
+
+    let real = tempfile::tempdir().unwrap();
+    let liar = tempfile::tempdir().unwrap();
+    let key = unique_key(tag);
+    let _publisher = Publisher::create(config(&key, real.path())).unwrap();
+    let listener = UnixListener::bind(liar.path().join(format!("{key}.sock"))).unwrap();
+    let real_socket = real.path().join(format!("{key}.sock"));
+    let relay = std::thread::spawn(move || {
+        let (mut sub, _) = listener.accept().unwrap();
+        let Message::HelloReq(mut hello) = read_message(&mut sub) else {
+            panic!("HELLO_REQ first")
+        };
+        hello.ext_flags = 0;
+        let mut publisher = UnixStream::connect(real_socket).unwrap();
+        publisher
+            .write_all(&Message::HelloReq(hello).encode().unwrap())
+            .unwrap();
+        let Message::HelloResp(mut resp) = read_message(&mut publisher) else {
+            panic!("HELLO_RESP")
+        };
+        lie(resp.accept.as_mut().expect("accepted"));
+        sub.write_all(&Message::HelloResp(resp).encode().unwrap())
+            .unwrap();
+    });
+    let err = Subscriber::connect(subscriber_config(&key, liar.path(), "s")).unwrap_err();
+    relay.join().unwrap();
+    err
+}
+
+#[test]
+fn a_hello_resp_whose_ownership_disagrees_with_the_header_is_refused() {
+    // The real header says LIBRARY (0); the liar says EXTERNAL (1), then junk.
+    for (claim, tag) in [(OWNERSHIP_EXTERNAL as u32, "ownext"), (7, "ownjunk")] {
+        let err = connect_through_a_liar(tag, move |accept| accept.ownership_mode = claim);
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("ownership_mode {claim} in HELLO_RESP"))
+                && text.contains("shared memory says 0"),
+            "names both values: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_truthful_relay_is_accepted() {
+    // The same relay without a lie: the refusal above is the lie's doing.
+    let real = connect_through_a_liar("ownok", |_| {});
+    // The relay hangs up after HELLO_RESP: the subscriber gets past the
+    // checks and fails later, on the closed socket, not on ownership.
+    assert_eq!(real.kind(), ErrorKind::Disconnected, "{real}");
+    assert!(!real.to_string().contains("ownership"), "{real}");
 }

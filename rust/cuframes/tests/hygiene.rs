@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use cuframes::wire::{HelloReq, Message};
+use cuframes::protocol::{HelloReq, Message};
 use cuframes::{Publisher, Subscriber};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

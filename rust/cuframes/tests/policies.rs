@@ -1,4 +1,4 @@
-//! Ring policies (spec §5, decision 4): STRICT_WAIT back-pressure and ACK
+//! Ring policies (spec §5, D4): STRICT_WAIT back-pressure and ACK
 //! timeout, DROP_OLDEST overwrite detection, subscriber modes.
 
 mod common;
@@ -121,7 +121,7 @@ fn drop_oldest_reports_an_overwritten_lease() {
     let lease = sub.next(SECOND).unwrap();
     assert!(lease.is_intact() && lease_matches(&lease));
     for _ in 0..2 {
-        // Decision 22: seq 3 spares the held seq 1 and replaces the unread seq 2.
+        // D22: seq 3 spares the held seq 1 and replaces the unread seq 2.
         publish_pattern(&mut publisher);
     }
     assert!(

@@ -1,4 +1,4 @@
-//! Frame properties cross with every frame (decision 29), leased or copied.
+//! Frame properties cross with every frame (D29), leased or copied.
 
 mod common;
 
@@ -63,7 +63,7 @@ fn each_frame_carries_the_properties_it_was_published_with() {
     }
 }
 
-/// Side data (decision 30) belongs to the one frame it was added for, crosses
+/// Side data (D30) belongs to the one frame it was added for, crosses
 /// byte for byte to leases and copies alike, and is then gone.
 #[test]
 fn side_data_crosses_with_its_frame_only() {
@@ -155,7 +155,7 @@ fn a_hostile_side_data_length_is_refused() {
         .add_side_data(cuframes::side_data_kind::A53_CC, &[0xFC, 0x80, 0x80])
         .unwrap();
     let seq = publish_pattern(&mut publisher);
-    let slot = (seq % 8) as u64; // ring of 8: the frame's usual slot (decision 22)
+    let slot = (seq % 8) as u64; // ring of 8: the frame's usual slot (D22)
     let header = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

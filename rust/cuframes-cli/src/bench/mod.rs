@@ -5,32 +5,35 @@
 //! This process is the publisher of every transport; the subscribers are
 //! this executable again (`__bench-worker`, see `worker.rs`), started per
 //! transport. Times are CLOCK_MONOTONIC, one clock for every process.
+//!
+//! One module per transport holds both of its sides, the publisher's
+//! `publish` and the worker's `receive`: `via_cuframes.rs`, `via_pipe.rs`,
+//! `via_shm.rs` (over the plain ring of `shm.rs`). This module plans a run,
+//! starts the workers and reports; `worker.rs` is the worker's frame.
 
 pub mod frames;
 pub mod gpu;
 pub mod plot;
 pub mod shm;
+pub mod via_cuframes;
+pub mod via_pipe;
+pub mod via_shm;
 pub mod worker;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaSlice;
 use cuframes::{
-    DevicePlane, Error, ErrorKind, HostPlane, MemoryKind, MemoryRequest, PixelFormat, Policy, Publisher,
-    PublisherConfig, Result, clock,
+    DevicePlane, Error, ErrorKind, HostPlane, MemoryKind, MemoryRequest, PixelFormat, Policy, Result,
 };
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::time::{ClockId, clock_gettime};
 use serde_json::{Value, json};
 
 use self::frames::{Geometry, Verify};
 use self::gpu::Gpu;
-use self::shm::ShmRing;
 use crate::args::BenchArgs;
 use crate::publish::parse_size;
 use crate::report::percentile;
@@ -126,7 +129,7 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
         parse_size(&a.size).map_err(|_| bad("--size", &a.size, "use WxH, e.g. 1920x1080"))?;
     let geometry =
         Geometry::new(format, width, height).map_err(|e| bad("--size", &a.size, &e.to_string()))?;
-    let max_subs = shm::MAX_SUBSCRIBERS.min(cuframes::wire::LAST_SUBSCRIBER_BIT as usize);
+    let max_subs = shm::MAX_SUBSCRIBERS.min(cuframes::protocol::LAST_SUBSCRIBER_BIT as usize);
     if a.subscribers == 0 || a.subscribers > max_subs {
         return Err(bad(
             "--subscribers",
@@ -492,200 +495,6 @@ fn collect(plan: &Plan, workers: Vec<Worker>) -> (Vec<Value>, Option<String>) {
     (results, error)
 }
 
-fn run_cuframes(plan: &Plan, source: &mut Source, round: usize) -> Result<Measured> {
-    let key = format!("bench-{}-{round}", plan.run_id);
-    let (width, height) = (plan.geometry.layout.width(), plan.geometry.layout.height());
-    let mut config = PublisherConfig::new(key.clone(), plan.format, width, height);
-    config.ring_size = plan.ring;
-    config.policy = plan.policy;
-    config.ack_timeout = plan.timeout;
-    config.cuda_share = plan.cuda_share;
-    config.memory = match plan.memory {
-        MemoryKind::Host => MemoryRequest::Host,
-        MemoryKind::Cuda => MemoryRequest::Cuda,
-    };
-    let device_copy_fps = match source {
-        Source::Cuda { gpu, frames, .. } => Some(gpu.copy_rate(frames, 1000)?),
-        Source::Host(_) => None,
-    };
-    let mut publisher = Publisher::create(config)?;
-    let workers = spawn_workers(plan, Transport::Cuframes, &key)?;
-    publisher.wait_for_subscribers(plan.subscribers, plan.timeout)?;
-    let g = &plan.geometry;
-    let cpu = process_cpu_ns();
-    let first_ns = clock::monotonic_ns();
-    let started = Instant::now();
-    let mut error = None;
-    for i in 0..plan.frames {
-        pace(plan, started, i);
-        let t0 = clock::monotonic_ns() as i64;
-        let frame = (i % plan.pool) as usize;
-        let published = match source {
-            Source::Host(frames) => publisher.publish(&host_planes(g, &frames[frame]), t0),
-            Source::Cuda { gpu, frames, .. } => {
-                publisher.publish_device(&device_planes(g, gpu, &frames[frame]), t0)
-            }
-        };
-        if let Err(e) = published {
-            error = Some(e.to_string());
-            break;
-        }
-    }
-    let published_ns = clock::monotonic_ns();
-    let stats = publisher.stats();
-    let ack_waits = Some((stats.ack_waits, stats.ack_wait_ns));
-    if let Err(e) = publisher.flush(plan.timeout) {
-        error.get_or_insert(e.to_string());
-    }
-    let cpu_ns = process_cpu_ns().saturating_sub(cpu);
-    drop(publisher);
-    let (subscribers, sub_error) = collect(plan, workers);
-    Ok(Measured {
-        cpu_ns,
-        first_ns,
-        published_ns,
-        subscribers,
-        error: error.or(sub_error),
-        device_copy_fps,
-        ack_waits,
-    })
-}
-
-fn run_pipe(plan: &Plan, source: &mut Source) -> Result<Measured> {
-    let mut workers = spawn_workers(plan, Transport::Pipe, "")?;
-    for w in &workers {
-        if let Some(stdin) = &w.stdin {
-            // As large as an unprivileged process may (pipe-max-size, 1 MiB by default).
-            let _ = fcntl(stdin.as_fd(), FcntlArg::F_SETPIPE_SZ(1 << 20));
-        }
-    }
-    let cpu = process_cpu_ns();
-    let first_ns = clock::monotonic_ns();
-    let started = Instant::now();
-    let mut error = None;
-    'frames: for i in 0..plan.frames {
-        pace(plan, started, i);
-        let t0 = clock::monotonic_ns();
-        let frame = (i % plan.pool) as usize;
-        let bytes: &[u8] = match source {
-            Source::Host(frames) => &frames[frame],
-            Source::Cuda { gpu, frames, staging } => {
-                if let Err(e) = gpu.download(&frames[frame], staging) {
-                    error = Some(e.to_string());
-                    break;
-                }
-                staging
-            }
-        };
-        let mut header = [0u8; worker::PIPE_HEADER];
-        header[0..8].copy_from_slice(&(i + 1).to_le_bytes());
-        header[8..16].copy_from_slice(&t0.to_le_bytes());
-        for w in workers.iter_mut() {
-            let stdin = w.stdin.as_mut().expect("piped");
-            if let Err(e) = stdin.write_all(&header).and_then(|()| stdin.write_all(bytes)) {
-                error = Some(format!("writing frame {} to subscriber {}: {e}", i + 1, w.index));
-                break 'frames;
-            }
-        }
-    }
-    let published_ns = clock::monotonic_ns();
-    let cpu_ns = process_cpu_ns().saturating_sub(cpu);
-    let (subscribers, sub_error) = collect(plan, workers);
-    Ok(Measured {
-        cpu_ns,
-        first_ns,
-        published_ns,
-        subscribers,
-        error: sub_error.or(error),
-        device_copy_fps: None,
-        ack_waits: None,
-    })
-}
-
-fn run_shm(plan: &Plan, source: &mut Source, round: usize) -> Result<Measured> {
-    let path = PathBuf::from(format!("/dev/shm/cuframes-bench-{}-{round}", plan.run_id));
-    let mut ring = ShmRing::create(&path, plan.ring, plan.geometry.packed_size)?;
-    let workers = spawn_workers(plan, Transport::ShmCopy, &path.display().to_string())?;
-    for w in &workers {
-        if let Some(stdin) = &w.stdin {
-            fcntl(stdin.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
-                .map_err(|e| Error::os("making a wake-up pipe non-blocking", e))?;
-        }
-    }
-    let n = plan.subscribers;
-    let r = plan.ring as u64;
-    let cpu = process_cpu_ns();
-    let first_ns = clock::monotonic_ns();
-    let started = Instant::now();
-    let mut error = None;
-    'frames: for i in 0..plan.frames {
-        let seq = i + 1;
-        pace(plan, started, i);
-        let t0 = clock::monotonic_ns();
-        let slot = (seq % r) as usize;
-        if plan.policy == Policy::StrictWait && seq > r {
-            let waited = wait_until(
-                plan.timeout,
-                || {
-                    format!(
-                        "shm-copy: a subscriber did not copy out frame {} in time",
-                        seq - r
-                    )
-                },
-                || ring.min_done(n) >= seq - r,
-            );
-            if let Err(e) = waited {
-                error = Some(e.to_string());
-                break;
-            }
-        }
-        ring.begin(slot);
-        let frame = (i % plan.pool) as usize;
-        match source {
-            Source::Host(frames) => ring.slot_mut(slot).copy_from_slice(&frames[frame]),
-            Source::Cuda { gpu, frames, .. } => {
-                if let Err(e) = gpu.download(&frames[frame], ring.slot_mut(slot)) {
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        ring.commit(slot, seq, t0, clock::monotonic_ns());
-        for w in &workers {
-            let stdin = w.stdin.as_ref().expect("piped");
-            match nix::unistd::write(stdin, &[1]) {
-                Ok(_) | Err(nix::errno::Errno::EAGAIN) => {}
-                Err(e) => {
-                    error = Some(format!("waking subscriber {}: {e}", w.index));
-                    break 'frames;
-                }
-            }
-        }
-    }
-    let published_ns = clock::monotonic_ns();
-    if error.is_none()
-        && let Err(e) = wait_until(
-            plan.timeout,
-            || "shm-copy: subscribers did not copy out the last frames in time".into(),
-            || ring.min_done(n) >= plan.frames,
-        )
-    {
-        error = Some(e.to_string());
-    }
-    let cpu_ns = process_cpu_ns().saturating_sub(cpu);
-    let (subscribers, sub_error) = collect(plan, workers);
-    drop(ring);
-    Ok(Measured {
-        cpu_ns,
-        first_ns,
-        published_ns,
-        subscribers,
-        error: sub_error.or(error),
-        device_copy_fps: None,
-        ack_waits: None,
-    })
-}
-
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
@@ -887,9 +696,9 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
             eprintln!("cuframes bench: {} ...", transport.name());
         }
         let measured = match transport {
-            Transport::Cuframes => run_cuframes(&plan, &mut source, round),
-            Transport::Pipe => run_pipe(&plan, &mut source),
-            Transport::ShmCopy => run_shm(&plan, &mut source, round),
+            Transport::Cuframes => via_cuframes::publish(&plan, &mut source, round),
+            Transport::Pipe => via_pipe::publish(&plan, &mut source),
+            Transport::ShmCopy => via_shm::publish(&plan, &mut source, round),
         }
         .map_err(|e| Error::new(e.kind(), format!("{}: {e}", transport.name())))?;
         let (report, latency) = summarize(&plan, transport, &measured);

@@ -12,9 +12,9 @@ use super::cuda::driver::{self, Context, Mem};
 use super::{CudaBinding, DevicePlane, HostPlane, LocalFrame, MemoryKind, PlanePtr, SlotMapping, SlotPool};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
-use crate::shm::region::{Access, MappedRegion, sealed_memfd, sealed_size};
-use crate::wire::fd_purpose;
+use crate::platform::region::{Access, MappedRegion, sealed_memfd, sealed_size};
 use crate::wire::layout::SlotDescriptor;
+use crate::wire::message::fd_purpose;
 
 const PAGE: usize = 4096;
 

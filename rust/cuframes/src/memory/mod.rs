@@ -14,83 +14,8 @@ use std::os::fd::OwnedFd;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
-use crate::wire::layout::{MEMORY_KIND_CUDA, MEMORY_KIND_CUDA_FD, MEMORY_KIND_HOST, SlotDescriptor};
-
-/// Where the frames of a publisher live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MemoryKind {
-    /// CUDA device memory (shared as [`CudaShare`] says).
-    Cuda,
-    /// Host shared memory (a sealed memfd).
-    Host,
-}
-
-impl MemoryKind {
-    /// The frame meta `memory_kind` value.
-    pub fn wire(self) -> u32 {
-        match self {
-            MemoryKind::Cuda => MEMORY_KIND_CUDA,
-            MemoryKind::Host => MEMORY_KIND_HOST,
-        }
-    }
-
-    /// The kind for a `memory_kind` value.
-    pub fn from_wire(value: u32) -> Option<MemoryKind> {
-        match value {
-            MEMORY_KIND_CUDA | MEMORY_KIND_CUDA_FD => Some(MemoryKind::Cuda),
-            MEMORY_KIND_HOST => Some(MemoryKind::Host),
-            _ => None,
-        }
-    }
-
-    /// "cuda" or "host".
-    pub fn name(self) -> &'static str {
-        match self {
-            MemoryKind::Cuda => "cuda",
-            MemoryKind::Host => "host",
-        }
-    }
-}
-
-/// How a publisher shares CUDA slots with other processes (decision 27).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CudaShare {
-    /// VMM allocations exported as file descriptors, sent over the control
-    /// socket: works between containers that share only the runtime
-    /// directory (separate PID and IPC namespaces).
-    Fd,
-    /// Legacy CUDA IPC handles in the shared header (protocol v1): the
-    /// subscriber must share the publisher's PID namespace.
-    Ipc,
-}
-
-impl CudaShare {
-    /// "fd" or "ipc".
-    pub fn name(self) -> &'static str {
-        match self {
-            CudaShare::Fd => "fd",
-            CudaShare::Ipc => "ipc",
-        }
-    }
-
-    /// The frame meta `memory_kind` of CUDA slots shared this way.
-    pub(crate) fn wire(self) -> u32 {
-        match self {
-            CudaShare::Fd => MEMORY_KIND_CUDA_FD,
-            CudaShare::Ipc => MEMORY_KIND_CUDA,
-        }
-    }
-
-    /// How the slots of a `memory_kind` are shared; None for host memory
-    /// and unknown kinds.
-    pub(crate) fn from_wire(memory_kind: u32) -> Option<CudaShare> {
-        match memory_kind {
-            MEMORY_KIND_CUDA_FD => Some(CudaShare::Fd),
-            MEMORY_KIND_CUDA => Some(CudaShare::Ipc),
-            _ => None,
-        }
-    }
-}
+use crate::wire::layout::SlotDescriptor;
+pub use crate::wire::{CudaShare, MemoryKind};
 
 /// How a publisher asks to share CUDA slots.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -221,7 +146,7 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     /// its EVENT_FD purpose.
     fn shared_fds(&self) -> Result<Vec<(u32, OwnedFd)>>;
     /// Descriptors sent before SUBSCRIBE to subscribers that ask for them
-    /// (CUDA slots shared as fds, decision 27), each with its purpose.
+    /// (CUDA slots shared as fds, D27), each with its purpose.
     fn early_fds(&self) -> Result<Vec<(u32, OwnedFd)>> {
         Ok(Vec::new())
     }
@@ -261,7 +186,7 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     fn planes_mut(&mut self, index: usize, layout: &FrameLayout) -> Option<Vec<&mut [u8]>>;
 }
 
-/// A subscriber's private copy of a frame (decision 25), laid out like a
+/// A subscriber's private copy of a frame (D25), laid out like a
 /// slot: host bytes, or device memory in the subscriber's CUDA context.
 #[derive(Debug)]
 pub(crate) enum LocalFrame {

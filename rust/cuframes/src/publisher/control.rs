@@ -17,9 +17,9 @@ use nix::poll::{PollFd, PollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::registry::Registry;
-use crate::access;
 use crate::channel::{Channel, poll_fds};
 use crate::error::{Error, ErrorKind, Result};
+use crate::platform::access;
 use crate::wire::PROTOCOL_VERSION;
 use crate::wire::message::{
     HelloAccept, HelloResp, Message, SubscribeResp, fd_purpose, hello_flags, shutdown_reason,
@@ -41,11 +41,11 @@ pub(crate) struct ControlSetup {
     pub registry: Arc<Registry>,
     pub hello: HelloAccept,
     pub shared_fds: Vec<(u32, OwnedFd)>,
-    /// Sent right after HELLO_RESP to subscribers that ask (decision 27).
+    /// Sent right after HELLO_RESP to subscribers that ask (D27).
     pub early_fds: Vec<(u32, OwnedFd)>,
     pub handshake_timeout: Duration,
     pub stats: Arc<ControlStats>,
-    /// Who may subscribe (decision 19): this uid, root, and `group`.
+    /// Who may subscribe (D19): this uid, root, and `group`.
     pub owner_uid: u32,
     pub group: Option<u32>,
 }
@@ -271,7 +271,7 @@ impl Control {
             (Phase::Hello, Message::HelloReq(req)) => {
                 crate::testhook::abort_at("pub-got-hello");
                 if req.proto_version != PROTOCOL_VERSION {
-                    // Decision 3: HELLO_RESP(PROTOCOL), short payload, then close.
+                    // D3: HELLO_RESP(PROTOCOL), short payload, then close.
                     let _ = peer.chan.send(&Message::HelloResp(HelloResp {
                         result: ErrorKind::Protocol.code(),
                         proto_version: PROTOCOL_VERSION,

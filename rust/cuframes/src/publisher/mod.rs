@@ -14,21 +14,21 @@ pub use registry::SubscriberInfo;
 
 use self::control::{ControlSetup, ControlStats, ControlThread};
 use self::registry::Registry;
-use crate::access;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
 use crate::memory::{
     CudaBinding, CudaShareRequest, DevicePlane, HostPlane, MemoryKind, MemoryRequest, PlanePtr, SlotPool,
     create_pool,
 };
+use crate::platform::access;
 use crate::props::FrameProps;
 use crate::resources::{KeyClaim, KeyPaths};
-use crate::shm::header::ShmHeader;
+use crate::shm::header::{ShmHeader, StreamInfo, validate_header};
 use crate::shm::ring::{SlotState, choose_slot};
 use crate::shm::side_area::SideArea;
 use crate::side_data::{self, SIDE_DATA_CAPACITY};
 use crate::wire::layout::{
-    FrameMeta, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
+    FrameMeta, MAGIC, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
     POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader,
 };
 use crate::wire::message::{HelloAccept, Message, fd_purpose};
@@ -117,13 +117,13 @@ pub struct PublisherConfig {
     pub ack_timeout: Duration,
     /// STRICT_WAIT: how long after joining a subscriber may hold up the ring
     /// before it is dropped, while its consumer is still starting (default
-    /// 10 s; decision 23). Never shorter than `ack_timeout` in effect.
+    /// 10 s; D23). Never shorter than `ack_timeout` in effect.
     pub startup_timeout: Duration,
     /// Which memory (default auto).
     pub memory: MemoryRequest,
     /// CUDA memory: how slots are shared with subscribers (default auto:
     /// file descriptors where the GPU supports them, so subscribers in other
-    /// containers can map them; decision 27).
+    /// containers can map them; D27).
     pub cuda_share: CudaShareRequest,
     /// Frame rate (num, den), advertised to subscribers.
     pub fps: Option<(u32, u32)>,
@@ -136,7 +136,7 @@ pub struct PublisherConfig {
     /// device 0's primary context; n ≥ 0: device n's primary context, even
     /// when another context is current. Below -1: INVALID_ARGUMENT.
     /// Subscribers on another GPU read the frames over peer access when
-    /// the GPUs can peer (decision 21).
+    /// the GPUs can peer (D21).
     pub cuda_device: i32,
     /// How long a connecting subscriber may take to finish its handshake
     /// (default 30 s: it makes its CUDA context meanwhile, which takes
@@ -150,11 +150,11 @@ pub struct PublisherConfig {
     /// [`Publisher::commit_slot`], with no copy. CUDA memory only.
     pub external_slots: Option<Vec<u64>>,
     /// Directory for socket and lock instead of `$CUFRAMES_RUNTIME_DIR` /
-    /// `/run/cuframes` (decision 5).
+    /// `/run/cuframes` (D5).
     pub runtime_dir: Option<PathBuf>,
     /// A group (name or number) whose members may subscribe besides this
     /// user and root: socket and shared header become 0660 with that group,
-    /// a runtime directory of ours gets its search bit (decision 19).
+    /// a runtime directory of ours gets its search bit (D19).
     /// None (default): 0600, this user and root only.
     pub group: Option<String>,
 }
@@ -218,9 +218,11 @@ pub struct Publisher {
     next_seq: u64,
     /// A slot handed out by `acquire_slot`, not yet committed.
     acquired: Option<usize>,
-    /// Properties given to every frame from now on (decision 29).
+    /// The stream as subscribers see it (D18: EXTERNAL ownership here).
+    info: StreamInfo,
+    /// Properties given to every frame from now on (D29).
     props: Option<FrameProps>,
-    /// The side-data area (decision 30) and the next frame's side data, encoded.
+    /// The side-data area (D30) and the next frame's side data, encoded.
     side_area: SideArea,
     pending_side_data: Vec<u8>,
     stats: PublisherStats,
@@ -291,11 +293,13 @@ impl Publisher {
         } else {
             OWNERSHIP_LIBRARY
         };
-        let header = ShmHeader::create(
-            &paths.shm_name,
-            &initial_header(&config, &meta, pool.as_ref()),
-            group,
-        )?;
+        let initial = initial_header(&config, &meta, pool.as_ref());
+        // What subscribers will read, read back the way they do.
+        let info = validate_header(&SharedHeader {
+            magic: MAGIC,
+            ..initial
+        })?;
+        let header = ShmHeader::create(&paths.shm_name, &initial, group)?;
         let listener = UnixListener::bind(&paths.socket)
             .map_err(|e| Error::io(format!("binding {}", paths.socket.display()), &e))?;
         // The directory is ours and private, so nobody connects before this;
@@ -335,6 +339,7 @@ impl Publisher {
             control_stats,
             next_seq: 1,
             acquired: None,
+            info,
             props: None,
             side_area,
             pending_side_data: Vec::new(),
@@ -348,26 +353,32 @@ impl Publisher {
         &self.key
     }
 
+    /// The stream as its subscribers see it: geometry, ring size, policy,
+    /// ownership, memory and frame rate, as written in the shared header.
+    pub fn info(&self) -> &StreamInfo {
+        &self.info
+    }
+
     /// Frame geometry (slot pitches included).
     pub fn layout(&self) -> &FrameLayout {
         &self.layout
     }
 
-    /// CUDA memory: how the slots are shared (decision 27); None for host memory.
+    /// CUDA memory: how the slots are shared (D27); None for host memory.
     pub fn cuda_share(&self) -> Option<crate::memory::CudaShare> {
         self.pool.cuda_share()
     }
 
     /// The properties every frame published from now on carries (colour
     /// description, aspect ratio, field order, key frame, duration: what a
-    /// subscriber's encoder reads); None: none (decision 29).
+    /// subscriber's encoder reads); None: none (D29).
     pub fn set_frame_props(&mut self, props: Option<FrameProps>) {
         self.props = props;
     }
 
     /// Attaches side data (HDR metadata, captions, SEI, timecodes: see
     /// [`crate::side_data_kind`]) to the next frame published; it is cleared
-    /// once that frame is out (decision 30). A frame carries at most
+    /// once that frame is out (D30). A frame carries at most
     /// [`crate::SIDE_DATA_CAPACITY`] bytes of it (8 per entry included);
     /// what would not fit is refused with INVALID_ARGUMENT, the rest kept.
     pub fn add_side_data(&mut self, kind: u16, bytes: &[u8]) -> Result<()> {
@@ -448,7 +459,9 @@ impl Publisher {
     }
 
     /// Publishes a frame copied from host planes; returns its seq.
+    /// Not under EXTERNAL ownership (see [`Publisher::acquire_slot`]).
     pub fn publish(&mut self, planes: &[HostPlane<'_>], pts_ns: i64) -> Result<u64> {
+        self.refuse_copy_into_external()?;
         let slot = self.begin();
         self.pool.write_host(slot, self.next_seq, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
@@ -456,12 +469,31 @@ impl Publisher {
 
     /// Publishes a frame copied from CUDA device planes (in the caller's
     /// context, ordered on its stream); returns its seq. Host memory
-    /// downloads the frame first.
+    /// downloads the frame first. Not under EXTERNAL ownership (see
+    /// [`Publisher::acquire_slot`]).
     pub fn publish_device(&mut self, planes: &[DevicePlane], pts_ns: i64) -> Result<u64> {
+        self.refuse_copy_into_external()?;
         let slot = self.begin();
         self.pool
             .write_device(slot, self.next_seq, &self.layout, planes)?;
         Ok(self.commit(slot, pts_ns))
+    }
+
+    /// D18: the library never copies into the caller's buffers; under
+    /// EXTERNAL ownership frames are written by the caller and published
+    /// with `acquire_slot` / `commit_slot`. Checked before a slot is picked,
+    /// so a refused call changes nothing.
+    fn refuse_copy_into_external(&self) -> Result<()> {
+        if self.info.ownership_mode == OWNERSHIP_EXTERNAL {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "'{}' publishes the caller's own buffers (EXTERNAL ownership), which the library never copies into: write the frame into the slot from acquire_slot and call commit_slot",
+                    self.key
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Zero-copy publish, step 1: the slot the next frame goes to (after the
@@ -596,7 +628,7 @@ impl Publisher {
         slot
     }
 
-    /// Decisions 4, 22, 23: the slot for the next frame. Under STRICT_WAIT,
+    /// D4, D22, D23: the slot for the next frame. Under STRICT_WAIT,
     /// when every slot is still owed an ACK, sleeps until one is free; a
     /// subscriber that holds up the ring longer than its time (the ACK
     /// timeout, or the start-up timeout while it is new) is dropped.
@@ -664,7 +696,7 @@ impl Publisher {
 
     /// Subscribers whose time to free a slot ran out, waiting since `since`:
     /// the ACK timeout, or the start-up timeout from their joining while
-    /// that is later (decision 23).
+    /// that is later (D23).
     fn expired(&self, since: Instant) -> u32 {
         let now = Instant::now();
         let steady = since + self.ack_timeout;

@@ -15,8 +15,8 @@ use std::time::Instant;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::channel::send_on;
-use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::platform::clock;
 use crate::shm::header::ShmHeader;
 use crate::wire::layout::{
     FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, SUBSCRIBER_ACTIVE,
@@ -33,7 +33,7 @@ pub(crate) struct ActiveSubscriber {
     pub pid: u32,
     pub wake: EventFd,
     pub sock: UnixStream,
-    /// When it joined (its start-up time runs from here; decision 23).
+    /// When it joined (its start-up time runs from here; D23).
     pub admitted: Instant,
 }
 

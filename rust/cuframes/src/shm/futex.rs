@@ -1,6 +1,6 @@
 //! Futex wait and wake on a word of shared memory: how a STRICT_WAIT
 //! publisher sleeps until a subscriber in another process ACKs, without
-//! polling (decision 24). Shared (not `FUTEX_PRIVATE`) futexes key on the
+//! polling (D24). Shared (not `FUTEX_PRIVATE`) futexes key on the
 //! mapped page, so they work across processes and namespaces that map the
 //! same object.
 

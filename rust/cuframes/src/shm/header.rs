@@ -10,14 +10,14 @@ use nix::sys::mman::{shm_open, shm_unlink};
 use nix::sys::stat::{Mode, fstat};
 use nix::unistd::ftruncate;
 
-use super::region::{Access, MappedRegion};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
-use crate::memory::MemoryKind;
+use crate::platform::region::{Access, MappedRegion};
 use crate::wire::layout::{
     FrameMeta, HEADER_SIZE, MAGIC, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL,
     OWNERSHIP_LIBRARY, POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader, offsets,
 };
+use crate::wire::{CudaShare, MemoryKind};
 
 /// A mapped shared header.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ impl ShmHeader {
             ),
             e => Error::os(format!("shm_open {name}"), e),
         })?;
-        let created = crate::lock::try_lock_exclusive(&fd, name)
+        let created = crate::platform::lock::try_lock_exclusive(&fd, name)
             .and_then(|locked| {
                 locked.then_some(()).ok_or_else(|| {
                     Error::new(
@@ -58,7 +58,7 @@ impl ShmHeader {
             })
             .and_then(|()| match group {
                 None => Ok(()),
-                Some(gid) => nix::unistd::fchown(&fd, None, Some(crate::access::gid(gid)))
+                Some(gid) => nix::unistd::fchown(&fd, None, Some(crate::platform::access::gid(gid)))
                     .map_err(|e| Error::os(format!("giving {name} to group {gid}"), e)),
             })
             .and_then(|()| {
@@ -120,7 +120,7 @@ impl ShmHeader {
     }
 
     /// A new read-write descriptor of our own object `name`, to send to a
-    /// subscriber (decision 27): a separate open file description, so the
+    /// subscriber (D27): a separate open file description, so the
     /// creator's lock stays on the creator's alone.
     pub(crate) fn open_for_sharing(name: &str) -> Result<OwnedFd> {
         shm_open(
@@ -160,7 +160,7 @@ impl ShmHeader {
             Mode::empty(),
         )
         .ok()?;
-        Some(crate::lock::is_locked_elsewhere(&fd))
+        Some(crate::platform::lock::is_locked_elsewhere(&fd))
     }
 
     /// Removes the object's name (mappings stay valid).
@@ -233,7 +233,7 @@ impl ShmHeader {
         self.magic().load(Ordering::Acquire)
     }
 
-    pub(crate) fn global_seq(&self) -> &AtomicU64 {
+    pub(super) fn global_seq(&self) -> &AtomicU64 {
         self.atomic_u64(offsets::GLOBAL_SEQ)
     }
 
@@ -246,13 +246,13 @@ impl ShmHeader {
     }
 
     /// Slot `index`'s field at `field` (an `offsets::SLOT_*` constant).
-    pub(crate) fn slot_field(&self, index: usize, field: usize) -> &AtomicU64 {
+    pub(super) fn slot_field(&self, index: usize, field: usize) -> &AtomicU64 {
         assert!(index < MAX_RING_SIZE);
         self.atomic_u64(offsets::slot(index) + field)
     }
 
     /// Subscriber slot `bit`'s field at `field` (an `offsets::SUB_*` constant).
-    pub(crate) fn subscriber_field(&self, bit: usize, field: usize) -> &AtomicU64 {
+    pub(super) fn subscriber_field(&self, bit: usize, field: usize) -> &AtomicU64 {
         assert!(bit < MAX_SUBSCRIBER_SLOTS);
         self.atomic_u64(offsets::subscriber(bit) + field)
     }
@@ -265,7 +265,7 @@ impl ShmHeader {
 
 /// A header's fixed part, validated: every value in range and consistent.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeaderInfo {
+pub struct StreamInfo {
     /// Live slots.
     pub ring_size: usize,
     /// `POLICY_*`.
@@ -284,17 +284,17 @@ pub struct HeaderInfo {
     pub producer_pid: u64,
 }
 
-impl HeaderInfo {
-    /// How CUDA slots are shared (decision 27); None for host memory.
-    pub fn cuda_share(&self) -> Option<crate::memory::CudaShare> {
-        crate::memory::CudaShare::from_wire(self.meta.memory_kind).filter(|_| self.memory == MemoryKind::Cuda)
+impl StreamInfo {
+    /// How CUDA slots are shared (D27); None for host memory.
+    pub fn cuda_share(&self) -> Option<CudaShare> {
+        CudaShare::from_wire(self.meta.memory_kind).filter(|_| self.memory == MemoryKind::Cuda)
     }
 }
 
 /// Checks the fixed part of a header read from shared memory, treating every
 /// field as hostile: the magic, the version, ring size, subscriber count,
 /// policy, ownership, memory kind and a frame geometry that adds up.
-pub fn validate_header(h: &SharedHeader) -> Result<HeaderInfo> {
+pub fn validate_header(h: &SharedHeader) -> Result<StreamInfo> {
     if h.magic != MAGIC {
         return Err(Error::corrupt(format!(
             "bad magic 0x{:08X} (want 0x{MAGIC:08X}): not a cuframes header or not initialised",
@@ -333,7 +333,7 @@ pub fn validate_header(h: &SharedHeader) -> Result<HeaderInfo> {
     }
     let (layout, memory) = validate_meta(&h.meta)?;
     let fps = (h.meta.fps_num != 0 && h.meta.fps_den != 0).then_some((h.meta.fps_num, h.meta.fps_den));
-    Ok(HeaderInfo {
+    Ok(StreamInfo {
         ring_size: h.ring_size as usize,
         policy: h.policy,
         ownership_mode: h.ownership_mode,

@@ -2,8 +2,7 @@
 
 mod futex;
 pub(crate) mod header;
-pub(crate) mod region;
 pub(crate) mod ring;
 pub(crate) mod side_area;
 
-pub use header::{HeaderInfo, validate_header, validate_meta};
+pub use header::{StreamInfo, validate_header, validate_meta};

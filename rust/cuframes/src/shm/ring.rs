@@ -3,7 +3,7 @@
 //! memory orderings of the ring live here; the publisher and the subscriber
 //! call these and never touch the slot words themselves.
 //!
-//! Writer (publisher), per frame (spec §5, decisions 11, 22):
+//! Writer (publisher), per frame (spec §5, D11, D22):
 //! 1. [`choose_slot`] picks a slot no subscriber still needs;
 //! 2. [`ShmHeader::mark_writing`]: `slot.seq = SEQ_INVALID`, Release fence;
 //! 3. the frame is written;
@@ -14,14 +14,14 @@
 //! (`slot.seq == s`, Acquire), read, [`ShmHeader::seq_after_read`] (Acquire
 //! fence, then the load): unchanged means the read was intact. Releasing a
 //! frame is [`ShmHeader::ack`], which also wakes a publisher that sleeps on
-//! the ACK futex (decision 24).
+//! the ACK futex (D24).
 
 use std::sync::atomic::{Ordering, fence};
 use std::time::Duration;
 
 use super::futex;
 use super::header::ShmHeader;
-use crate::clock;
+use crate::platform::clock;
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, SEQ_INVALID, offsets};
 
 /// Longest single futex sleep of a waiting publisher: subscribers of older
@@ -105,20 +105,20 @@ impl ShmHeader {
 
     // ------------------------------------------------------------- reader
 
-    /// The slot holding `seq`, if one does (decision 22: usually
+    /// The slot holding `seq`, if one does (D22: usually
     /// `seq mod ring_size`, else wherever the publisher put it).
     pub(crate) fn find_slot(&self, seq: u64, ring_size: usize) -> Option<usize> {
         let preferred = (seq % ring_size as u64) as usize;
         std::iter::once(preferred)
             .chain((0..ring_size).filter(|&s| s != preferred))
-            .find(|&slot| self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire) == seq)
+            .find(|&slot| self.slot_seq(slot) == seq)
     }
 
     /// The newest frame in the ring, if any: a bound for `global_seq`, which
-    /// any subscriber can overwrite (decision 14).
+    /// any subscriber can overwrite (D14).
     pub(crate) fn newest_in_ring(&self, ring_size: usize) -> Option<u64> {
         (0..ring_size)
-            .map(|slot| self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire))
+            .map(|slot| self.slot_seq(slot))
             .filter(|&seq| seq != SEQ_INVALID)
             .max()
     }
@@ -126,12 +126,34 @@ impl ShmHeader {
     /// The oldest frame still in the ring that is `from` or newer.
     pub(crate) fn oldest_from(&self, from: u64, ring_size: usize) -> Option<u64> {
         (0..ring_size)
-            .map(|slot| self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire))
+            .map(|slot| self.slot_seq(slot))
             .filter(|&seq| seq != SEQ_INVALID && seq >= from)
             .min()
     }
 
-    /// The frame-property words of slot `slot` (decision 29), read between
+    /// The seq slot `slot` holds now (Acquire), `SEQ_INVALID` while it is
+    /// being written.
+    pub(crate) fn slot_seq(&self, slot: usize) -> u64 {
+        self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire)
+    }
+
+    /// `global_seq` (Acquire; pairs with the publisher's Release). Any
+    /// subscriber can write it: a bound, never a promise (D14).
+    pub(crate) fn published_seq(&self) -> u64 {
+        self.global_seq().load(Ordering::Acquire)
+    }
+
+    /// Slot `slot`'s `pts_ns` and `publish_mono_ns`, read between the seq
+    /// and `seq_after_read` like the other fields.
+    pub(crate) fn pts_and_publish_time(&self, slot: usize) -> (i64, u64) {
+        (
+            self.slot_field(slot, offsets::SLOT_PTS).load(Ordering::Relaxed) as i64,
+            self.slot_field(slot, offsets::SLOT_PUBLISH_MONO)
+                .load(Ordering::Relaxed),
+        )
+    }
+
+    /// The frame-property words of slot `slot` (D29), read between
     /// the seq and `seq_after_read` like the other fields.
     pub(crate) fn props_words(&self, slot: usize) -> [u64; 3] {
         [0, 1, 2].map(|i| {
@@ -140,7 +162,7 @@ impl ShmHeader {
         })
     }
 
-    /// Bytes of slot `slot`'s side data (decision 30; untrusted), read
+    /// Bytes of slot `slot`'s side data (D30; untrusted), read
     /// between the seq and `seq_after_read` like the other fields.
     pub(crate) fn side_data_len(&self, slot: usize) -> u64 {
         self.slot_field(slot, offsets::SLOT_SIDE_DATA)
@@ -163,12 +185,47 @@ impl ShmHeader {
 
     /// ACKs `seq` for subscriber `bit` if slot `slot` still holds it (spec
     /// §5 subscriber steps 4-5), and wakes a publisher waiting for ACKs.
+    /// True when the frame was still there after everything read from it
+    /// (the read was intact).
     pub(crate) fn ack(&self, slot: usize, seq: u64, bit: u32) -> bool {
+        self.ack_with(slot, seq, bit, || {})
+    }
+
+    /// [`ShmHeader::ack`], with `between` run after the check and before the
+    /// bit is set (tests put the publisher's rewrite there).
+    ///
+    /// The check (`slot.seq`) and the set (`ack_bitmap`) are two words, so
+    /// no single atomic covers both: the publisher can rewrite the slot
+    /// between them (DROP_OLDEST; or STRICT_WAIT once it gave up on this
+    /// subscriber), and its `ack_bitmap = 0` for the new frame may come
+    /// before our `fetch_or`, which would then ACK a frame this bit never
+    /// read (under STRICT_WAIT, when the bit was handed to a new subscriber,
+    /// a frame that subscriber loses). So after the `fetch_or` the seq is
+    /// loaded again (SeqCst): the publisher stores `seq = SEQ_INVALID`
+    /// before its Release fence and the bitmap reset after it, so a
+    /// `fetch_or` that came after the reset sees that store (the fence
+    /// synchronises with the RMW) and the load cannot return `seq` any more.
+    /// Still `seq`: the bit landed on this frame's word. Changed: the bit
+    /// landed either on the old word (cleared by the reset since) or on the
+    /// new frame's, and it is taken back (`fetch_and`) when this `fetch_or`
+    /// set it. What is left is a window of a few instructions, between the
+    /// `fetch_or` and the `fetch_and`, in which the publisher could read the
+    /// stray bit, or another holder of the same bit could ACK the new frame
+    /// and lose that ACK (the publisher then waits for it again); the
+    /// unguarded version left the stray bit for the whole life of the frame.
+    /// The return value stays the check's: the frame was intact after the
+    /// read whichever word the bit hit.
+    fn ack_with(&self, slot: usize, seq: u64, bit: u32, between: impl FnOnce()) -> bool {
         if self.seq_after_read(slot) != seq {
             return false;
         }
-        self.slot_field(slot, offsets::SLOT_ACK)
-            .fetch_or(1u64 << bit, Ordering::SeqCst);
+        between();
+        let mask = 1u64 << bit;
+        let word = self.slot_field(slot, offsets::SLOT_ACK);
+        let before = word.fetch_or(mask, Ordering::SeqCst);
+        if self.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::SeqCst) != seq && before & mask == 0 {
+            word.fetch_and(!mask, Ordering::SeqCst);
+        }
         let index = bit as usize;
         self.subscriber_field(index, offsets::SUB_LAST_SEEN)
             .fetch_max(seq, Ordering::Relaxed);
@@ -181,8 +238,15 @@ impl ShmHeader {
         true
     }
 
+    /// Extension (for `cuframes top`): the frames subscriber `bit` lost so
+    /// far, in its own subscriber slot.
+    pub(crate) fn show_dropped(&self, bit: u32, lost: u64) {
+        self.subscriber_field(bit as usize, offsets::SUB_DROPPED)
+            .store(lost, Ordering::Relaxed);
+    }
+
     /// How many live slots hold a frame that some active subscriber took and
-    /// has not released (decision 25). Read from subscriber-written words:
+    /// has not released (D25). Read from subscriber-written words:
     /// a lie only changes how often the liar's neighbours copy.
     pub(crate) fn held_slots(&self, ring_size: usize) -> usize {
         let active = self.subscriber_bitmap().load(Ordering::SeqCst) as u32;
@@ -217,7 +281,7 @@ pub(crate) struct SlotState {
     pub held: bool,
 }
 
-/// Decision 22: the slot for the next frame. `preferred` (seq mod ring
+/// D22: the slot for the next frame. `preferred` (seq mod ring
 /// size) when nobody owes it; else the oldest slot nobody owes. Under
 /// STRICT_WAIT nothing else will do (None: wait); under DROP_OLDEST the
 /// oldest slot nobody is holding, else the oldest slot.
@@ -242,6 +306,72 @@ pub(crate) fn choose_slot(slots: &[SlotState], preferred: usize, strict: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::wire::layout::SharedHeader;
+
+    /// A header of our own, unlinked on drop.
+    struct Scratch(ShmHeader, String);
+
+    impl Scratch {
+        fn new(what: &str) -> Scratch {
+            let name = format!("/cuframes-test-ring-{what}-{}", std::process::id());
+            let _ = ShmHeader::unlink(&name);
+            let header = ShmHeader::create(&name, &SharedHeader::zeroed(), None).expect("create");
+            Scratch(header, name)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = ShmHeader::unlink(&self.1);
+        }
+    }
+
+    /// The publisher's two steps, as `Publisher::publish` runs them.
+    fn publish(header: &ShmHeader, slot: usize, seq: u64) {
+        header.mark_writing(slot);
+        header.publish_slot(slot, seq, 0, 0, [0; 3], 0);
+    }
+
+    #[test]
+    fn an_ack_lands_on_the_frame_it_was_checked_against() {
+        let Scratch(header, _name) = &Scratch::new("ack");
+        publish(header, 0, 1);
+        assert!(header.ack(0, 1, 3));
+        assert_eq!(header.acked(0), 1 << 3);
+        assert!(header.ack(0, 1, 3), "twice changes nothing");
+        assert_eq!(header.acked(0), 1 << 3);
+        publish(header, 0, 2);
+        assert!(!header.ack(0, 1, 5), "gone before the check: no ACK");
+        assert_eq!(header.acked(0), 0);
+    }
+
+    #[test]
+    fn a_rewrite_between_the_check_and_the_set_does_not_ack_the_new_frame() {
+        // Subscriber bit 3 released seq 1 in slot 0; the publisher (drop
+        // oldest, or strict wait after giving up on bit 3) rewrote the slot
+        // with seq 5 after the check. A check-then-fetch_or leaves bit 3 on
+        // seq 5, which bit 3 never read.
+        let Scratch(header, _name) = &Scratch::new("race");
+        publish(header, 0, 1);
+        assert!(
+            header.ack_with(0, 1, 3, || publish(header, 0, 5)),
+            "the read was intact"
+        );
+        assert_eq!(header.acked(0) & (1 << 3), 0, "seq 5 is not ACKed by bit 3");
+        // Another subscriber's ACK of the new frame is left alone.
+        publish(header, 0, 6);
+        assert!(header.ack_with(0, 1 + 5, 4, || {}));
+        assert!(header.ack_with(0, 6, 3, || {
+            publish(header, 0, 9);
+            assert!(header.ack(0, 9, 4));
+        }));
+        assert_eq!(
+            header.acked(0),
+            1 << 4,
+            "bit 4's ACK of seq 9 stays, bit 3's is taken back"
+        );
+    }
 
     fn state(seq: u64, owing: u32, held: bool) -> SlotState {
         SlotState { seq, owing, held }

@@ -1,4 +1,4 @@
-//! The side-data area (decision 30): one sealed memfd holding, for each of the
+//! The side-data area (D30): one sealed memfd holding, for each of the
 //! 16 possible slots, the encoded side data of the frame in that slot.
 //!
 //! The publisher writes a slot's area between marking the slot and committing
@@ -11,8 +11,8 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::region::{Access, MappedRegion, sealed_memfd, sealed_size};
 use crate::error::{Error, Result};
+use crate::platform::region::{Access, MappedRegion, sealed_memfd, sealed_size};
 use crate::side_data::SIDE_DATA_CAPACITY;
 use crate::wire::layout::MAX_RING_SIZE;
 

@@ -16,9 +16,9 @@ use super::{SubscriberConfig, SubscriberMode};
 use crate::channel::Channel;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
+use crate::platform::region::Access;
 use crate::resources::KeyPaths;
 use crate::shm::header::{ShmHeader, validate_header, validate_meta};
-use crate::shm::region::Access;
 use crate::shm::side_area::SideArea;
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
 use crate::wire::message::{HelloAccept, HelloReq, Message, fd_purpose, hello_flags, msg_type};
@@ -43,7 +43,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let deadline = Instant::now() + config.connect_timeout;
     crate::testhook::abort_at("sub-before-hello");
 
-    // HELLO, and the descriptors sent before SUBSCRIBE (decision 27): the
+    // HELLO, and the descriptors sent before SUBSCRIBE (D27): the
     // shared header, so that /dev/shm need not be shared, and CUDA slots
     // shared as fds.
     let (accept, mut early) = hello(
@@ -62,7 +62,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     }
     validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
 
-    let publisher = crate::access::peer_credentials(chan.socket())?;
+    let publisher = crate::platform::access::peer_credentials(chan.socket())?;
     // The header, untrusted: validated, and it must agree with HELLO_RESP.
     let header = match take_fd(&mut early, fd_purpose::HEADER) {
         Some(fd) => ShmHeader::from_fd(
@@ -80,16 +80,24 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let snapshot = header.snapshot();
     let info = validate_header(&snapshot)
         .map_err(|e| Error::new(e.kind(), format!("shared memory of '{key}': {e}")))?;
+    // Ownership is asked of no one: the header (validated) says it, and
+    // HELLO_RESP must say the same.
+    if info.ownership_mode != u64::from(accept.ownership_mode) {
+        return Err(Error::corrupt(format!(
+            "publisher of '{key}' says ownership_mode {} in HELLO_RESP, its shared memory says {}",
+            accept.ownership_mode, info.ownership_mode
+        )));
+    }
     if info.ring_size != accept.ring_size as usize || info.meta != accept.meta {
         return Err(Error::corrupt(format!(
             "shared memory of '{key}' disagrees with its publisher's HELLO_RESP"
         )));
     }
 
-    // CUDA memory is mapped before SUBSCRIBE (decision 23): making a CUDA
+    // CUDA memory is mapped before SUBSCRIBE (D23): making a CUDA
     // context takes seconds on a busy host, and the publisher counts a
     // subscriber's start-up time from its admission.
-    // Side data (decision 30) from publishers that have an area.
+    // Side data (D30) from publishers that have an area.
     let side = take_fd(&mut early, fd_purpose::SIDE_DATA)
         .map(|fd| SideArea::open(&fd, &key))
         .transpose()?;
@@ -218,7 +226,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
 /// The shared header of the publisher answering on `paths.socket`, asked for
 /// over the socket (HELLO with `EARLY_FDS`, then the connection is closed
 /// without subscribing): for inspecting a key whose /dev/shm is another
-/// IPC namespace's (decision 27). Mapped read-only.
+/// IPC namespace's (D27). Mapped read-only.
 pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Result<ShmHeader> {
     let key = paths.key.clone();
     let sock = UnixStream::connect(&paths.socket)
@@ -351,7 +359,7 @@ fn open_header_by_name(name: &str, publisher_uid: u32, key: &str) -> Result<ShmH
     Ok(header)
 }
 
-/// A publisher that refuses a peer at accept (decision 19) sends ERROR and
+/// A publisher that refuses a peer at accept (D19) sends ERROR and
 /// closes before our first send fails: report its reason rather than the
 /// failed send.
 fn refusal_or(chan: &mut Channel, err: Error, key: &str) -> Error {

@@ -26,9 +26,9 @@ pub(crate) struct Ring {
     pub ring_size: usize,
     pub bit: u32,
     pub overwritten: AtomicU64,
-    /// Private buffers not in use (decision 25).
+    /// Private buffers not in use (D25).
     pub spare: Mutex<Vec<LocalFrame>>,
-    /// The side-data area (decision 30); None from publishers without one.
+    /// The side-data area (D30); None from publishers without one.
     pub side: Option<SideArea>,
 }
 
@@ -77,9 +77,9 @@ pub struct FrameLease {
     lost_before: u64,
     /// A private copy (the slot was released when it was made).
     copy: Option<LocalFrame>,
-    /// Read with the slot's other fields (decision 29).
+    /// Read with the slot's other fields (D29).
     pub(super) props: Option<FrameProps>,
-    /// Likewise (decision 30).
+    /// Likewise (D30).
     pub(super) side_data: Vec<SideData>,
     released: bool,
 }
@@ -123,13 +123,13 @@ impl FrameLease {
 
     /// What the publisher said about this frame besides its pixels (colour
     /// description, aspect ratio, field order, key frame, duration); None
-    /// when it said nothing (decision 29).
+    /// when it said nothing (D29).
     pub fn props(&self) -> Option<FrameProps> {
         self.props
     }
 
     /// The frame's side data (HDR metadata, captions, SEI, timecodes), as the
-    /// publisher attached it (decision 30). Empty when it attached none, or
+    /// publisher attached it (D30). Empty when it attached none, or
     /// when what it wrote was malformed (counted in
     /// [`crate::SubscriberStats::side_data_rejected`]).
     pub fn side_data(&self) -> &[SideData] {
@@ -144,7 +144,7 @@ impl FrameLease {
     }
 
     /// Whether the frame is a private copy (its slot was released at once;
-    /// decision 25) rather than the shared slot itself.
+    /// D25) rather than the shared slot itself.
     pub fn is_copy(&self) -> bool {
         self.copy.is_some()
     }

@@ -13,12 +13,12 @@ pub use lease::{FrameLease, PlaneView};
 
 use self::read_ahead::ReadAhead;
 use self::reader::Reader;
-use crate::clock;
 use crate::error::{Error, Result};
 use crate::memory::CudaBinding;
-use crate::shm::header::HeaderInfo;
+use crate::platform::clock;
+use crate::shm::header::StreamInfo;
 
-/// Which frames a subscriber receives (HELLO_REQ `mode`, decision 9).
+/// Which frames a subscriber receives (HELLO_REQ `mode`, D9).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SubscriberMode {
     /// Every frame, in order; frames the ring lost are counted as dropped.
@@ -49,7 +49,7 @@ impl SubscriberMode {
 }
 
 /// Whether frames are handed out as the shared slots or as private copies
-/// (decision 25).
+/// (D25).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CopyMode {
     /// Always the shared slot itself: no copy. A consumer that holds frames
@@ -100,11 +100,11 @@ pub struct SubscriberConfig {
     /// context, else device 0).
     pub cuda_device: i32,
     /// Directory to find the socket in instead of `$CUFRAMES_RUNTIME_DIR` /
-    /// the default search (decision 5).
+    /// the default search (D5).
     pub runtime_dir: Option<PathBuf>,
     /// Shared slots or private copies (default: never copy).
     pub copy: CopyMode,
-    /// Read-ahead (decision 26), under DROP_OLDEST: a thread takes frames
+    /// Read-ahead (D26), under DROP_OLDEST: a thread takes frames
     /// as they come and queues up to this many for `next`, so a consumer
     /// that is starting or briefly slow loses nothing (use it with
     /// [`CopyMode::Auto`]). 0, the default: no thread. Ignored under
@@ -161,7 +161,7 @@ fn no_frame(key: &str, timeout: Option<Duration>) -> Error {
 #[derive(Debug)]
 pub struct Subscriber {
     key: String,
-    info: HeaderInfo,
+    info: StreamInfo,
     bit: u32,
     initial_seq: u64,
     peer_device: Option<i32>,
@@ -205,13 +205,13 @@ impl Subscriber {
     }
 
     /// The validated header: geometry, ring, policy, memory, frame rate.
-    pub fn info(&self) -> &HeaderInfo {
+    pub fn info(&self) -> &StreamInfo {
         &self.info
     }
 
     /// CUDA memory on another GPU than this subscriber's context: the
     /// publisher's device ordinal (this process's numbering), whose frames
-    /// are read over peer access (decision 21). None on the same GPU, for
+    /// are read over peer access (D21). None on the same GPU, for
     /// host memory, and when the publisher did not name its GPU.
     pub fn cuda_peer_device(&self) -> Option<i32> {
         self.peer_device

@@ -1,4 +1,4 @@
-//! Read-ahead (decision 26): a thread takes every frame as soon as it is
+//! Read-ahead (D26): a thread takes every frame as soon as it is
 //! published and queues it, up to a bound, so a consumer that is still
 //! starting or briefly slow loses nothing under DROP_OLDEST. With
 //! [`CopyMode::Auto`](super::CopyMode) the queued frames are private copies

@@ -11,12 +11,12 @@ use nix::poll::{PollFd, PollFlags};
 use super::lease::{FrameLease, Ring};
 use super::{CopyMode, SubscriberMode, SubscriberStats};
 use crate::channel::{Channel, poll_fds};
-use crate::clock;
 use crate::error::{Error, ErrorKind, Result};
+use crate::platform::clock;
 use crate::props::FrameProps;
-use crate::shm::header::HeaderInfo;
+use crate::shm::header::StreamInfo;
 use crate::side_data;
-use crate::wire::layout::{SEQ_INVALID, offsets};
+use crate::wire::layout::SEQ_INVALID;
 use crate::wire::message::Message;
 
 /// The reading side of a subscription: the ring, the control socket, the
@@ -25,7 +25,7 @@ use crate::wire::message::Message;
 pub(super) struct Reader {
     pub(super) key: String,
     pub(super) ring: Arc<Ring>,
-    pub(super) info: HeaderInfo,
+    pub(super) info: StreamInfo,
     pub(super) chan: Channel,
     pub(super) wake: OwnedFd,
     pub(super) mode: SubscriberMode,
@@ -190,20 +190,20 @@ impl Reader {
     fn take(&mut self) -> Result<Option<FrameLease>> {
         let ring = self.ring.clone();
         let header = &ring.header;
-        let global = header.global_seq().load(Ordering::Acquire);
+        let global = header.published_seq();
         if global == SEQ_INVALID || global < self.next_seq {
             return Ok(None);
         }
         // Any subscriber can write global_seq: where we would skip or count
         // frames lost on its word, believe it no further than the newest
-        // frame actually in the ring (decision 14), or a forged value would
+        // frame actually in the ring (D14), or a forged value would
         // send us past every frame the publisher will ever publish.
         let bounded = || global.min(header.newest_in_ring(ring.ring_size).unwrap_or(0));
         let skip_to = (self.mode == SubscriberMode::Latest && global > self.next_seq).then(bounded);
         if let Some(global) = skip_to.filter(|&newest| newest > self.next_seq) {
             // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
             for slot in 0..ring.ring_size {
-                let seq = header.slot_field(slot, offsets::SLOT_SEQ).load(Ordering::Acquire);
+                let seq = header.slot_seq(slot);
                 if (self.next_seq..global).contains(&seq) {
                     ring.ack(slot, seq);
                 }
@@ -229,12 +229,9 @@ impl Reader {
             };
             self.next_seq += 1;
             // Taken from here on, until ACKed: the publisher and other
-            // subscribers count the slot as held (decision 25).
+            // subscribers count the slot as held (D25).
             header.note_taken(ring.bit, seq);
-            let pts = header.slot_field(slot, offsets::SLOT_PTS).load(Ordering::Relaxed) as i64;
-            let published = header
-                .slot_field(slot, offsets::SLOT_PUBLISH_MONO)
-                .load(Ordering::Relaxed);
+            let (pts, published) = header.pts_and_publish_time(slot);
             let props = FrameProps::from_words(header.props_words(slot));
             let side_len = header.side_data_len(slot);
             let side_bytes = match (&ring.side, side_len) {
@@ -294,10 +291,7 @@ impl Reader {
     /// Extension: frames lost so far, in our subscriber slot (for `cuframes top`).
     fn show_dropped(&self) {
         let lost = self.dropped + self.ring.overwritten.load(Ordering::Relaxed);
-        self.ring
-            .header
-            .subscriber_field(self.ring.bit as usize, offsets::SUB_DROPPED)
-            .store(lost, Ordering::Relaxed);
+        self.ring.header.show_dropped(self.ring.bit, lost);
     }
 }
 

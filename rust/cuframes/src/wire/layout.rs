@@ -1,4 +1,4 @@
-//! Byte-exact shared-memory layout of protocol v1 (spec §2, design decision 1).
+//! Byte-exact shared-memory layout of protocol v1 (spec §2, design D1).
 //!
 //! The structs are `#[repr(C)]` plain data: every field is an integer or a
 //! byte array, so any bit pattern is a valid value (shared memory written by
@@ -16,7 +16,7 @@ compile_error!("cuframes protocol v1 is little-endian only (spec header)");
 pub const MAGIC: u32 = 0xCC7C_1DCC;
 /// The wire protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
-/// Largest ring (`slots[]` always has this many entries; decision 1).
+/// Largest ring (`slots[]` always has this many entries; D1).
 pub const MAX_RING_SIZE: usize = 16;
 /// Subscriber slots in the header (`max_subscribers`, fixed in v1).
 pub const MAX_SUBSCRIBER_SLOTS: usize = 32;
@@ -52,7 +52,7 @@ pub const SUBSCRIBER_DRAINING: u64 = 3;
 pub const MEMORY_KIND_CUDA: u32 = 0;
 /// Extension `memory_kind` (frame meta 0x20): frames are host shared memory.
 pub const MEMORY_KIND_HOST: u32 = 1;
-/// Extension `memory_kind` (frame meta 0x20, decision 27): frames are CUDA
+/// Extension `memory_kind` (frame meta 0x20, D27): frames are CUDA
 /// device memory shared as file descriptors (VMM), not IPC handles. A
 /// distinct value so that subscribers that only know IPC handles refuse the
 /// stream ("unknown memory kind") instead of failing in the driver.
@@ -77,7 +77,7 @@ pub struct FrameMeta {
     /// Bytes of one whole frame.
     pub frame_size_bytes: u64,
     /// Extension (spec: reserved): `MEMORY_KIND_CUDA`, `MEMORY_KIND_HOST` or
-    /// `MEMORY_KIND_CUDA_FD` (decision 27).
+    /// `MEMORY_KIND_CUDA_FD` (D27).
     /// Zero, as a v1 writer leaves it, means CUDA.
     pub memory_kind: u32,
     /// Extension (spec: reserved): frame rate numerator, 0 = unknown.
@@ -104,7 +104,7 @@ pub struct SlotDescriptor {
     /// Bytes written for diagnostics.
     pub written_bytes: u64,
     /// Memory handle: `cudaIpcMemHandle_t` (CUDA, ipc); the allocation's size
-    /// (LE u64) for CUDA slots shared as fds (decision 27); for host memory,
+    /// (LE u64) for CUDA slots shared as fds (D27); for host memory,
     /// the slot's byte offset (LE u64) and length (LE u64) in the shared pool.
     pub mem_handle: [u8; 64],
     /// EXTERNAL ownership: the original pointer (informative).
@@ -112,11 +112,11 @@ pub struct SlotDescriptor {
     /// Extension (spec: reserved_a): CLOCK_MONOTONIC ns when the frame was
     /// published, for publish→receive latency; 0 = unknown.
     pub publish_mono_ns: u64,
-    /// Extension (spec: rest of reserved_a; decision 30): bytes of side data
+    /// Extension (spec: rest of reserved_a; D30): bytes of side data
     /// of this slot's frame in the side-data area; 0 = none.
     pub side_data_len: u64,
     /// Extension (spec: reserved_b): three words of frame properties at 0x90
-    /// (decision 29); the rest reserved, zero.
+    /// (D29); the rest reserved, zero.
     pub reserved_b: [u8; 48],
 }
 
@@ -135,7 +135,7 @@ pub struct SubscriberSlot {
     /// Name, zero-terminated, at most 31 bytes.
     pub consumer_name: [u8; 32],
     /// Extension (spec: reserved): `dropped` at 0x40 and `last_taken_seq` at
-    /// 0x48, written by the subscriber (decisions 22, 25); the rest zero.
+    /// 0x48, written by the subscriber (D22, D25); the rest zero.
     pub reserved: [u8; 64],
 }
 
@@ -155,7 +155,7 @@ pub struct SharedHeader {
     pub lib_version_patch: u32,
     /// Reserved, zero.
     pub reserved_a: u32,
-    /// Publisher pid (secondary liveness hint; decision 6).
+    /// Publisher pid (secondary liveness hint; D6).
     pub producer_pid: u64,
     /// Live slots, 1..=16.
     pub ring_size: u64,
@@ -169,7 +169,7 @@ pub struct SharedHeader {
     pub meta: FrameMeta,
     /// `cudaIpcEventHandle_t` (CUDA, ipc); for CUDA slots shared as fds, a
     /// flags word (bit 0: the fence array is kept) and the fence array's size
-    /// (decision 28); zero for host memory.
+    /// (D28); zero for host memory.
     pub ipc_event_handle: [u8; 64],
     /// Latest published seq (0 = nothing yet).
     pub global_seq: u64,
@@ -185,7 +185,7 @@ pub struct SharedHeader {
     pub publisher_waiting: u32,
     /// Reserved, zero (rest of spec reserved_b).
     pub reserved_b: [u8; 32],
-    /// Always 16 descriptors; `ring_size` are live (decision 1).
+    /// Always 16 descriptors; `ring_size` are live (D1).
     pub slots: [SlotDescriptor; MAX_RING_SIZE],
     /// Indexed by subscriber bit.
     pub subscribers: [SubscriberSlot; MAX_SUBSCRIBER_SLOTS],
@@ -236,7 +236,7 @@ const _: () = {
     assert!(offset_of!(SubscriberSlot, reserved) == 0x40);
 };
 
-// Spec §2 and decision 1
+// Spec §2 and D1
 const _: () = {
     assert!(offset_of!(SharedHeader, magic) == 0x0000);
     assert!(offset_of!(SharedHeader, proto_version) == 0x0004);
@@ -445,9 +445,9 @@ pub(crate) mod offsets {
     pub const SLOT_ACK: usize = offset_of!(SlotDescriptor, ack_bitmap);
     pub const SLOT_WRITTEN: usize = offset_of!(SlotDescriptor, written_bytes);
     pub const SLOT_PUBLISH_MONO: usize = offset_of!(SlotDescriptor, publish_mono_ns);
-    /// Extension (decision 30): bytes of the frame's side data.
+    /// Extension (D30): bytes of the frame's side data.
     pub const SLOT_SIDE_DATA: usize = offset_of!(SlotDescriptor, side_data_len);
-    /// Extension (decision 29): three u64 words of frame properties.
+    /// Extension (D29): three u64 words of frame properties.
     pub const SLOT_PROPS: usize = offset_of!(SlotDescriptor, reserved_b);
 
     pub const fn subscriber(bit: usize) -> usize {

@@ -45,15 +45,15 @@ pub mod fd_purpose {
     pub const WAKEUP: u32 = 1;
     /// Extension: a sealed memfd holding the host-memory slots.
     pub const HOST_SLOTS: u32 = 2;
-    /// Extension (decision 27): the shared header itself, sent before
+    /// Extension (D27): the shared header itself, sent before
     /// SUBSCRIBE to a subscriber that asked ([`super::hello_flags::EARLY_FDS`]).
     pub const HEADER: u32 = 3;
-    /// Extension (decision 28): the CUDA fence array (one u64 per slot).
+    /// Extension (D28): the CUDA fence array (one u64 per slot).
     pub const CUDA_FENCES: u32 = 4;
-    /// Extension (decision 30): the side-data area, a sealed memfd (before
+    /// Extension (D30): the side-data area, a sealed memfd (before
     /// SUBSCRIBE, to subscribers that asked).
     pub const SIDE_DATA: u32 = 5;
-    /// Extension (decision 27): CUDA slot `n`, exported as a file
+    /// Extension (D27): CUDA slot `n`, exported as a file
     /// descriptor, is purpose `CUDA_SLOT_0 + n`.
     pub const CUDA_SLOT_0: u32 = 0x100;
 }
@@ -120,7 +120,7 @@ pub struct HelloResp {
     pub accept: Option<HelloAccept>,
 }
 
-/// SUBSCRIBE_RESP (spec §3.6, decision 2: `initial_seq` is 8 bytes).
+/// SUBSCRIBE_RESP (spec §3.6, D2: `initial_seq` is 8 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscribeResp {
     /// 0 = success, negative = an [`crate::ErrorKind`] code.
@@ -147,7 +147,7 @@ pub enum Message {
     SubscribeResp(SubscribeResp),
     /// 0x10
     Unsubscribe {
-        /// 0 = normal (decision 9).
+        /// 0 = normal (D9).
         reason: u32,
     },
     /// 0x20; the descriptor itself travels in SCM_RIGHTS.

@@ -34,7 +34,7 @@ pub fn strict(key: &str, dir: &Path, ring: usize, ack_timeout: Duration) -> Publ
     c.policy = Policy::StrictWait;
     c.ack_timeout = ack_timeout;
     // These tests are about the steady state: no longer grace for new
-    // subscribers (decision 23 has tests of its own).
+    // subscribers (D23 has tests of its own).
     c.startup_timeout = ack_timeout;
     c
 }

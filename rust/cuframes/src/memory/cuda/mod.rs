@@ -1,7 +1,7 @@
 //! CUDA memory backend: slots are device allocations shared with other
-//! processes one of two ways (decision 27), and subscribers' reads are
+//! processes one of two ways (D27), and subscribers' reads are
 //! ordered after the publisher's writes on the GPU, never with a CPU wait on
-//! the hot path (decision 28).
+//! the hot path (D28).
 //!
 //! - `fd`: each slot a VMM allocation (`cuMemCreate`, granularity-aligned)
 //!   exported once as a file descriptor and sent over the control socket;
@@ -44,7 +44,7 @@ use crate::wire::message::fd_purpose;
 const FD_FLAG_FENCES: u32 = 1;
 
 /// What the header says about `fd` mode, in the bytes protocol v1 uses for
-/// IPC handles (decision 27): a slot descriptor's handle is its allocation
+/// IPC handles (D27): a slot descriptor's handle is its allocation
 /// size (u64 LE, then zeros); the event handle is flags (u32), 0 (u32) and
 /// the fence array's size (u64).
 fn fd_slot_handle(size: usize) -> [u8; 64] {
@@ -224,7 +224,7 @@ impl CudaPool {
             }
         }
         // The fence array, tried once: where stream memory operations fail,
-        // the publisher waits for each copy instead (decision 28).
+        // the publisher waits for each copy instead (D28).
         let fences = vmm::alloc_exported(device, 8 * ring_size).map(|fences| {
             match vmm::zero(fences.mapped.ptr, fences.mapped.size)
                 .and_then(|()| vmm::stream_write_u64(stream, fences.mapped.ptr, 0))
@@ -458,7 +458,7 @@ pub(crate) struct CudaMapping {
     copier: Mutex<Option<Copier>>,
 }
 
-/// What a read of a slot waits for on the GPU (decision 28).
+/// What a read of a slot waits for on the GPU (D28).
 #[derive(Debug)]
 enum Order {
     /// `ipc`: the interprocess event, recorded after every publish.
@@ -477,7 +477,7 @@ struct Copier {
     stream: usize,
 }
 
-/// A private copy of a frame in the subscriber's context (decision 25).
+/// A private copy of a frame in the subscriber's context (D25).
 #[derive(Debug)]
 pub(crate) struct LocalDeviceFrame {
     alloc: DeviceAlloc,

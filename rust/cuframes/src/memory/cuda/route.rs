@@ -1,4 +1,4 @@
-//! Which way a subscriber reaches the publisher's GPU memory (decision 21):
+//! Which way a subscriber reaches the publisher's GPU memory (D21):
 //! on its own device (as always), over peer access from another device, or
 //! not at all. The decision is pure ([`route`], [`locate`]); [`plan`] asks
 //! the driver only through [`Devices`], so every branch is tested without a

@@ -1,7 +1,7 @@
 //! CUDA virtual memory management (VMM) driver calls: allocations shared as
-//! POSIX file descriptors (decision 27), and the stream memory operations
+//! POSIX file descriptors (D27), and the stream memory operations
 //! that order a subscriber's reads after the publisher's writes without an
-//! interprocess event (decision 28).
+//! interprocess event (D28).
 //!
 //! Unlike legacy CUDA IPC handles, an exported fd names the allocation
 //! itself, not an address in the exporting process, so it can be imported

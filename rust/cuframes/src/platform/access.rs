@@ -1,5 +1,5 @@
 //! Who may subscribe: the publisher's own user, root, and — when the
-//! publisher names one — the members of a group (decision 19).
+//! publisher names one — the members of a group (D19).
 //!
 //! File modes keep everyone else from reaching the socket and the shared
 //! header; the control thread checks the connecting process's credentials
