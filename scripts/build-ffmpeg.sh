@@ -235,7 +235,7 @@ say "applying ffmpeg-patches/ to $(basename "$FFTAR")…"
 rm -rf "$TREE"
 mkdir -p "$TREE"
 quiet tar -xf "$FFTAR" -C "$TREE" --strip-components=1
-GIT=(git -C "$TREE" -c user.name="cuframes developers" -c user.email=dev@cuframes.invalid
+GIT=(git -C "$TREE" -c user.name="Seed aca38df2 maintainers" -c user.email=maintainers@users.noreply.a-seed-aca38df2.example
      -c commit.gpgsign=false -c core.autocrlf=false)
 FFVERSION=$(cat "$TREE/VERSION" 2>/dev/null || echo 7.1)
 case $FFVERSION in 7.1|7.1.*) ;; *) fail "$(basename "$FFTAR") is FFmpeg $FFVERSION, not 7.1.x" ;; esac
