@@ -8,7 +8,9 @@
 #
 # 1. installs the Debian packages the build needs (when missing);
 # 2. fetches the FFmpeg 7.1.x and nv-codec-headers source tarballs from Debian trixie
-#    (a deb-src entry that reuses this machine's Debian mirror and key);
+#    (a deb-src entry that reuses this machine's Debian mirror and key) and checks them
+#    against the pinned upstream (FFMPEG_VERSION, FFMPEG_SHA256, NVCODEC_VERSION,
+#    NVCODEC_SHA256 below): another release fails the build, naming both;
 # 3. installs libcuframes (scripts/install.sh) into build/cuframes;
 # 4. unpacks FFmpeg into build/src/ffmpeg, commits the pristine tree and applies
 #    ffmpeg-patches/NNNN-*.patch with `git am` (any conflict fails the build);
@@ -16,7 +18,8 @@
 #    libraries chosen below (see CONFIGURE), builds it through ccache and installs it
 #    in build/ffmpeg; checks that what users and tests need is in the binary (NEEDED).
 #
-# A stamp (hash of the patch series, this script and the cuframes library sources)
+# A stamp (hash of the patch series, this script, the pinned upstream and the cuframes
+# library sources)
 # makes a second run a no-op; --force rebuilds from scratch. Noisy output goes to
 # build/build-ffmpeg.log; its tail is printed on failure.
 #
@@ -37,6 +40,15 @@ CFPREFIX=$BUILD/cuframes
 LOG=$BUILD/build-ffmpeg.log
 STAMP=$BUILD/ffmpeg.stamp
 SUITE=trixie
+# The upstream the patch series is written and tested against: Debian trixie's
+# orig tarballs (the pristine upstream sources, not Debian's patched tree). When
+# trixie moves to another point release, the build fails here rather than build
+# untested sources: apply and test the series on the new release, then update these
+# four values and ffmpeg-patches/README.md ("Upstream").
+FFMPEG_VERSION=7.1.5
+FFMPEG_SHA256=de668509caf9e35e3cd162473441fdb29538c6d96ed080292b3cf9e6fc5d558f
+NVCODEC_VERSION=12.1.14.0
+NVCODEC_SHA256=0ca1a0c85b149646fa6ce4d600584507fdccf5a23d58e668d8701e89cee0c3fb
 APT_SOURCES=/etc/apt/sources.list.d/cuframes-$SUITE-src.sources
 
 FORCE=0
@@ -80,10 +92,11 @@ if [ "$EXPORT" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- stamp
-# Everything that decides what the binary is: the patch series, this script, and the
-# sources of libcuframes (it is linked into ffmpeg).
+# Everything that decides what the binary is: the pinned upstream, the patch series,
+# this script, and the sources of libcuframes (it is linked into ffmpeg).
 stamp_of() {
     {
+        echo "ffmpeg $FFMPEG_VERSION $FFMPEG_SHA256 nv-codec-headers $NVCODEC_VERSION $NVCODEC_SHA256"
         sha256sum scripts/build-ffmpeg.sh
         for f in ffmpeg-patches/*.patch; do
             [ -f "$f" ] && sha256sum "$f"
@@ -180,7 +193,24 @@ FFTAR=$(find "$SRC" -maxdepth 1 -name 'ffmpeg_7.1*.orig.tar.*' -not -name '*.asc
 NVTAR=$(find "$SRC" -maxdepth 1 -name 'nv-codec-headers_*.orig.tar.*' -not -name '*.asc' | head -n1)
 [ -n "$FFTAR" ] || fail "no ffmpeg_7.1*.orig.tar.* in $SRC (is $SUITE's ffmpeg still 7.1.x?)"
 [ -n "$NVTAR" ] || fail "no nv-codec-headers_*.orig.tar.* in $SRC"
-say "  $(basename "$FFTAR"), $(basename "$NVTAR")"
+# check_pin NAME TARBALL WANT_VERSION WANT_SHA256: the tarball is the pinned release.
+check_pin() {
+    local name=$1 tar=$2 want_version=$3 want_sha=$4 version sha
+    version=$(basename "$tar")
+    version=${version#"${name}_"}
+    version=${version%%.orig.tar.*}
+    sha=$(sha256sum "$tar" | cut -d' ' -f1)
+    [ "$version" = "$want_version" ] && [ "$sha" = "$want_sha" ] && return 0
+    fail "$SUITE's $name source is not the pinned one:
+  expected: $name $want_version, sha256 $want_sha
+  found:    $name $version, sha256 $sha ($(basename "$tar"))
+The patch series is tested against the pinned release. To move to the one found,
+apply and test the series on it, then update the pin at the top of $0
+and ffmpeg-patches/README.md (\"Upstream\")."
+}
+check_pin ffmpeg "$FFTAR" "$FFMPEG_VERSION" "$FFMPEG_SHA256"
+check_pin nv-codec-headers "$NVTAR" "$NVCODEC_VERSION" "$NVCODEC_SHA256"
+say "  $(basename "$FFTAR"), $(basename "$NVTAR") (the pinned releases)"
 
 # ---------------------------------------------------------------- nv-codec-headers
 rm -rf "$SRC/nv-codec-headers" "$NVPREFIX"
@@ -205,7 +235,7 @@ say "applying ffmpeg-patches/ to $(basename "$FFTAR")…"
 rm -rf "$TREE"
 mkdir -p "$TREE"
 quiet tar -xf "$FFTAR" -C "$TREE" --strip-components=1
-GIT=(git -C "$TREE" -c user.name="cuframes developers" -c user.email=dev@cuframes.invalid
+GIT=(git -C "$TREE" -c user.name="Seed aca38df2 maintainers" -c user.email=maintainers@users.noreply.a-seed-aca38df2.example
      -c commit.gpgsign=false -c core.autocrlf=false)
 FFVERSION=$(cat "$TREE/VERSION" 2>/dev/null || echo 7.1)
 case $FFVERSION in 7.1|7.1.*) ;; *) fail "$(basename "$FFTAR") is FFmpeg $FFVERSION, not 7.1.x" ;; esac

@@ -276,9 +276,9 @@ check_frames() {
     reference "$d" ref "$src" $n || { echo "  the direct decode failed"; show "$d/ref.err"; ok=0; }
     start pub-a "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f lavfi -i "$src" -frames:v $n \
         -pix_fmt nv12 -f cuframes -policy strict_wait -wait_subscribers 2 -group "$GID" cam1
-    start sub1-a "${SUB1_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20000 \
+    start sub1-a "${SUB1_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20 \
         -i cam1 -f framemd5 -
-    start sub2-a "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20000 \
+    start sub2-a "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20 \
         -i cam1 -f framemd5 -
     isolated pub-a sub1-a sub2-a || ok=0
     for c in sub1-a sub2-a; do
@@ -310,7 +310,7 @@ check_restart() {
     reference "$d" ref "$src" $n || { echo "  the direct decode failed"; show "$d/ref.err"; ok=0; }
     start pub-b "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -re -f lavfi -i "$src" -frames:v $n \
         -pix_fmt nv12 -f cuframes -policy strict_wait -wait_subscribers 2 -group "$GID" cam2
-    local sub=(-f cuframes -reconnect 1 -reconnect_timeout 5000 -timeout 20000 -i cam2
+    local sub=(-f cuframes -reconnect 1 -reconnect_timeout 5 -timeout 20 -i cam2
                -flush_packets 1 -f framemd5 -)
     start sub1-b "${SUB1_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" "${sub[@]}"
     start sub2-b "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" "${sub[@]}"
@@ -374,7 +374,7 @@ check_isolated() {
     local t=$SECONDS
     rc=0
     timeout 60 docker run --rm --network none "${SUB1_USER[@]}" "$IMAGE" "${FF[@]}" \
-        -f cuframes -timeout 3000 -i cam3 -f null - >"$d/sub.out" 2>"$d/sub.err" || rc=$?
+        -f cuframes -timeout 3 -i cam3 -f null - >"$d/sub.out" 2>"$d/sub.err" || rc=$?
     local took=$((SECONDS - t))
     if [ $rc = 0 ] || [ $rc = 124 ]; then
         echo "  the subscriber exited $rc (expected an error)"

@@ -219,7 +219,7 @@ def commands(a, approach, n, k, key_prefix):
         for c in consumers:
             chain = CONSUMERS[c][0 if cuda else 1]
             if approach == "cuframes":
-                src = ["-f", "cuframes", "-timeout", "30000"] + a.sub_options.split() + ["-i", key]
+                src = ["-f", "cuframes", "-timeout", "30"] + a.sub_options.split() + ["-i", key]
             else:
                 src = decode
             procs.append(("sub" if approach == "cuframes" else "dec", s, c,

@@ -137,7 +137,7 @@ test_reconnect() {
     bg 60 /dev/null "$d/pub1.err" -re "${NVDEC[@]}" -f cuframes "$KEY"
     local p1=$BGPID
     wait_published || ok=0
-    bg 60 "$d/sub.md5" "$d/sub.err" -f cuframes -reconnect 1 -reconnect_timeout 5000 -i "$KEY" \
+    bg 60 "$d/sub.md5" "$d/sub.err" -f cuframes -reconnect 1 -reconnect_timeout 5 -i "$KEY" \
         -vf "$DOWN" -flush_packets 1 -f framemd5 -
     local s=$BGPID
     wait_for "frames of the first publisher" 30 has_frames "$d/sub.md5" 10 || ok=0
@@ -186,9 +186,9 @@ test_containers() {
     ibg 120 /dev/null "$d/pub.err" -loglevel verbose "${NVDEC[@]}" -f cuframes -policy strict_wait \
         -wait_subscribers 2 "$KEY"
     local p=$BGPID
-    ibg 120 "$d/a.md5" "$d/a.err" -f cuframes -timeout 30000 -i "$KEY" -vf "$DOWN" -f framemd5 -
+    ibg 120 "$d/a.md5" "$d/a.err" -f cuframes -timeout 30 -i "$KEY" -vf "$DOWN" -f framemd5 -
     local a=$BGPID
-    ibg 120 "$d/b.md5" "$d/b.err" -f cuframes -timeout 30000 -i "$KEY" -vf "scale_cuda=960:540,$DOWN" -f framemd5 -
+    ibg 120 "$d/b.md5" "$d/b.err" -f cuframes -timeout 30 -i "$KEY" -vf "scale_cuda=960:540,$DOWN" -f framemd5 -
     local b=$BGPID
     waitrc $a || { echo "  subscriber (download) failed"; ok=0; }
     waitrc $b || { echo "  subscriber (scale_cuda) failed"; ok=0; }
@@ -206,7 +206,7 @@ test_containers() {
     ibg 60 /dev/null "$d/pub1.err" -re "${NVDEC[@]}" -f cuframes "$KEY"
     local p1=$BGPID
     wait_published || ok=0
-    ibg 60 "$d/r.md5" "$d/r.err" -f cuframes -reconnect 1 -reconnect_timeout 10000 -i "$KEY" -vf "$DOWN" \
+    ibg 60 "$d/r.md5" "$d/r.err" -f cuframes -reconnect 1 -reconnect_timeout 10 -i "$KEY" -vf "$DOWN" \
         -flush_packets 1 -f framemd5 -
     local s=$BGPID
     wait_for "frames of the first publisher" 30 has_frames "$d/r.md5" 10 || ok=0
@@ -230,7 +230,7 @@ test_containers() {
     ibg 60 /dev/null "$d/ipc-pub.err" -re "${NVDEC[@]}" -f cuframes -cuda_share ipc "$KEY"
     local pi=$BGPID
     wait_published || ok=0
-    ibg 60 /dev/null "$d/ipc-sub.err" -f cuframes -timeout 10000 -i "$KEY" -f null -
+    ibg 60 /dev/null "$d/ipc-sub.err" -f cuframes -timeout 10 -i "$KEY" -f null -
     local si=$BGPID
     if waitrc $si; then echo "  the subscriber of an ipc publisher in another namespace succeeded?"; ok=0; fi
     kill -KILL -- "-$pi" 2>/dev/null

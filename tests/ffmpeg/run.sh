@@ -278,7 +278,7 @@ test_reconnect() {
     cli_publisher "$d/pub1.err" --policy strict-wait --wait-subscribers 1
     local pub1=$BGPID
     wait_published || { echo "  the publisher did not start"; ok=0; }
-    bg 40 /dev/null "$d/sub.err" -xerror -f cuframes -reconnect 1 -reconnect_timeout 1500 \
+    bg 40 /dev/null "$d/sub.err" -xerror -f cuframes -reconnect 1 -reconnect_timeout 1.5 \
         -i "$KEY" -flush_packets 1 -f framemd5 "$d/sub.md5"
     local sub=$BGPID
     wait_for "$n1 frames of the first publisher" 20 has_frames "$d/sub.md5" $n1 || ok=0
@@ -342,7 +342,7 @@ test_crash_loop() {
     cli_publisher "$d/pub0.err"
     local pub=$BGPID
     wait_published || { echo "  the publisher did not start"; ok=0; }
-    bg 40 /dev/null "$d/sub.err" -xerror -f cuframes -reconnect 1 -reconnect_timeout 3000 -reconnect_max 2 \
+    bg 40 /dev/null "$d/sub.err" -xerror -f cuframes -reconnect 1 -reconnect_timeout 3 -reconnect_max 2 \
         -i "$KEY" -f null -
     local sub=$BGPID
     # Each publisher dies once the subscriber is in (well within the 2 s that make
@@ -392,7 +392,7 @@ test_errors() {
     rc=$?
     [ $rc != 0 ] && grep -q "Unsupported pixel format yuv422p" "$d/fmt.err" ||
         { echo "  yuv422p: exit $rc"; show "$d/fmt.err"; ok=0; }
-    ff 30 -f cuframes -timeout 300 -i "$KEY" -f null - 2>"$d/nopub.err"
+    ff 30 -f cuframes -timeout 300ms -i "$KEY" -f null - 2>"$d/nopub.err"
     rc=$?
     [ $rc != 0 ] && grep -q "Cannot subscribe to '$KEY'" "$d/nopub.err" ||
         { echo "  no publisher: exit $rc"; show "$d/nopub.err"; ok=0; }
@@ -404,6 +404,76 @@ test_errors() {
     result "errors: pixel format, no publisher, bad key" $ok
 }
 
+
+# ---------------------------------------------------------------- timeouts are durations
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# failed_cleanly RC: ffmpeg exited with an error of its own (its exit status is the
+# AVERROR's low byte: 234 EINVAL, 146 ETIMEDOUT, 254 ENOENT), not 0, not killed by
+# timeout(1) (124, 137), not by a crash (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV).
+failed_cleanly() {
+    case $1 in 0|124|132|134|135|136|137|139) return 1 ;; esac
+}
+
+# expire NAME LIMIT_S WANT_MS PATTERN ARGS...: ffmpeg ARGS must fail (not be killed by
+# timeout(1)) within WANT_MS x [0.8, 3] (+ 2 s for ffmpeg's start on a busy host), and
+# say PATTERN. Sets OK=0 when it does not.
+expire() {
+    local name=$1 limit=$2 want=$3 pattern=$4 t rc took
+    shift 4
+    t=$(now_ms)
+    ff "$limit" "$@" 2>"$d/$name.err"
+    rc=$?
+    took=$(($(now_ms) - t))
+    if ! failed_cleanly $rc; then
+        echo "  $name: exit $rc (want an error)"; show "$d/$name.err"; OK=0; return
+    fi
+    if [ $took -lt $((want * 8 / 10)) ] || [ $took -gt $((want * 3 + 2000)) ]; then
+        echo "  $name: failed after $took ms (want about $want ms)"; OK=0
+    fi
+    grep -q -- "$pattern" "$d/$name.err" ||
+        { echo "  $name: no message '$pattern'"; show "$d/$name.err"; OK=0; }
+    echo "     $name: $took ms: $(grep -- "$pattern" "$d/$name.err" | head -n 1 | sed 's/^\[[^]]*\] //')"
+}
+
+# malformed NAME ARGS...: ffmpeg ARGS fails with FFmpeg's own option error (not a crash).
+malformed() {
+    local name=$1 rc
+    shift
+    ff 20 "$@" 2>"$d/$name.err"
+    rc=$?
+    if ! failed_cleanly $rc; then
+        echo "  $name: exit $rc (want an option error)"; show "$d/$name.err"; OK=0; return
+    fi
+    grep -q "Unable to parse option value \"abc\" as duration" "$d/$name.err" ||
+        { echo "  $name: no option error"; show "$d/$name.err"; OK=0; }
+}
+
+# Timeouts are AV_OPT_TYPE_DURATION: seconds by default ("1" is 1 s, not 1 ms or
+# 1000 s), units accepted ("500ms"), and garbage refused by the option parser.
+test_durations() {
+    local d="$WORK/durations" t=$SECONDS
+    OK=1
+    mkdir -p "$d"
+    newkey
+    expire dev-1 20 1000 "Cannot subscribe to '$KEY' (no publisher within 1 s)" \
+        -f cuframes -timeout 1 -i "$KEY" -f null -
+    expire dev-500ms 20 500 "Cannot subscribe to '$KEY' (no publisher within 0.5 s)" \
+        -f cuframes -timeout 500ms -i "$KEY" -f null -
+    expire filter-1 20 1000 "Cannot subscribe to '$KEY' (no publisher within 1 s)" \
+        -filter_complex "cuframes=key=$KEY:timeout=1" -f null -
+    expire filter-250ms 20 250 "Cannot subscribe to '$KEY' (no publisher within 0.25 s)" \
+        -filter_complex "cuframes=key=$KEY:timeout=250ms" -f null -
+    expire mux-wait 20 500 "Only 0 of 1 subscriber(s) joined '$KEY' within 0.5 s" \
+        -f lavfi -i "testsrc2=size=64x48:rate=25" -frames:v 5 -pix_fmt nv12 \
+        -f cuframes -wait_subscribers 1 -wait_timeout 500ms -ack_timeout 0.2 \
+        -startup_timeout 00:00:01 "$KEY"
+    malformed dev-abc -f cuframes -timeout abc -i "$KEY" -f null -
+    malformed filter-abc -filter_complex "cuframes=key=$KEY:timeout=abc" -f null -
+    malformed mux-abc -f lavfi -i "testsrc2=size=64x48:rate=25" -frames:v 5 -pix_fmt nv12 \
+        -f cuframes -ack_timeout abc "$KEY"
+    result "timeouts: 1 = 1 s, 500ms, abc refused" $OK "($((SECONDS - t)) s)"
+}
 
 # ---------------------------------------------------------------- i. start-up and held frames
 # SRC N: the clip the tests below publish (testsrc2, yuv420p, 320x240).
@@ -417,7 +487,7 @@ test_slow_start() {
     newkey
     ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
     bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
-        -f cuframes -policy strict_wait -ack_timeout 200 -wait_subscribers 2 "$KEY"
+        -f cuframes -policy strict_wait -ack_timeout 200ms -wait_subscribers 2 "$KEY"
     local pub=$BGPID
     CUFRAMES_TEST_STALL_AT=sub-connected:1500 bg 60 /dev/null "$d/sub1.err" -xerror \
         -f cuframes -i "$KEY" -f framemd5 "$d/sub1.md5"
@@ -446,7 +516,7 @@ held() {
     ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -vf "trim=end_frame=$n,$filter" \
         -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
     bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
-        -f cuframes -policy strict_wait -ack_timeout 300 -startup_timeout 300 -ring_size 4 \
+        -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
         -wait_subscribers 1 "$KEY"
     local pub=$BGPID
     ff 60 -xerror -f cuframes -i "$KEY" -vf "$filter" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
@@ -466,7 +536,7 @@ test_held_never() {
     mkdir -p "$d"
     newkey
     bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
-        -f cuframes -policy strict_wait -ack_timeout 300 -startup_timeout 300 -ring_size 4 \
+        -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
         -wait_subscribers 1 "$KEY"
     local pub=$BGPID
     ff 60 -xerror -f cuframes -copy never -i "$KEY" -vf reverse -f framemd5 "$d/sub.md5" 2>"$d/sub.err"
@@ -503,10 +573,10 @@ test_many_at_once() {
         pubs+=($BGPID)
     done
     for p in $(seq $streams); do
-        bg 90 /dev/null "$d/sub$p-a.err" -xerror -f cuframes -timeout 20000 -i "${keys[$((p - 1))]}" \
+        bg 90 /dev/null "$d/sub$p-a.err" -xerror -f cuframes -timeout 20 -i "${keys[$((p - 1))]}" \
             -f framemd5 "$d/sub$p-a.md5"
         subs+=($BGPID)
-        bg 90 /dev/null "$d/sub$p-b.err" -xerror -f cuframes -timeout 20000 -i "${keys[$((p - 1))]}" \
+        bg 90 /dev/null "$d/sub$p-b.err" -xerror -f cuframes -timeout 20 -i "${keys[$((p - 1))]}" \
             -vf tmix=frames=8 -f framemd5 "$d/sub$p-b.md5"
         subs+=($BGPID)
     done
@@ -783,11 +853,11 @@ test_udp_ingest() {
         sleep 0.05
     done
     udp_bound "$port" || { echo "  the ingest did not bind 127.0.0.1:$port"; ok=0; }
-    bg 90 /dev/null "$d/hls.err" -xerror -f cuframes -timeout 30000 -i "$KEY" \
+    bg 90 /dev/null "$d/hls.err" -xerror -f cuframes -timeout 30 -i "$KEY" \
         -c:v libx264 -preset ultrafast -g 25 -f hls -hls_time 1 -hls_list_size 0 \
         -hls_segment_filename "$d/hls/seg%03d.ts" "$d/hls/out.m3u8"
     local hls=$BGPID
-    bg 90 /dev/null "$d/md5.err" -xerror -f cuframes -timeout 30000 -i "$KEY" -f framemd5 "$d/sub.md5"
+    bg 90 /dev/null "$d/md5.err" -xerror -f cuframes -timeout 30 -i "$KEY" -f framemd5 "$d/sub.md5"
     local sub=$BGPID
     # The sender: the clip as it is, at its own pace, in 1316-byte datagrams (7 TS packets).
     ff 60 -re -i "$d/clip.ts" -map 0 -c copy -f mpegts \
@@ -865,6 +935,7 @@ selected reconnect && test_reconnect
 selected crashloop && test_crash_loop
 selected cuda && test_cuda_memory
 selected errors && test_errors
+selected durations && test_durations
 selected slowstart && test_slow_start
 selected held && {
     held reverse reverse
