@@ -26,7 +26,7 @@ stage() {
     install -m 0755 target/release/cuframes "$stage/bin/cuframes"
     # The ignored GPU tests, as release test binaries.
     local test_name test_bin
-    for test_name in cuda cuda_crash backends; do
+    for test_name in cuda crash_matrix backends; do
         test_bin=$(cargo test --release --locked -p cuframes-cli --test "$test_name" --no-run \
             --message-format=json 2>/dev/null | TEST="$test_name" python3 -c 'import json,os,sys
 for line in sys.stdin:
@@ -48,7 +48,7 @@ for line in sys.stdin:
         $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --static --libs-only-l cuframes | sed 's/-lcuframes//')
     # The copy counter injected into CUDA processes (no CUDA headers needed).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
-    strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/cuda_crash" "$stage/tests/backends" \
+    strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/crash_matrix" "$stage/tests/backends" \
         "$stage/tests/test_cuda" \
         "$stage/lib/libcuframes.so.0.2"
     # The patched FFmpeg (libcuframes linked in) and the libraries it loads besides
@@ -151,7 +151,7 @@ run() {
             rust_part "Every backend (host, CUDA fd, CUDA ipc)" rust-backends.log "$stage/tests/backends" \
                 --include-ignored --test-threads=1 ;;
         c) part "C API CUDA tests" c-cuda.log "$stage/tests/test_cuda" ;;
-        crash) rust_part "CUDA crash matrix" cuda-crash.log "$stage/tests/cuda_crash" --ignored \
+        crash) rust_part "CUDA crash matrix" cuda-crash.log "$stage/tests/crash_matrix" --ignored \
             --test-threads=1 --nocapture ;;
         ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
             MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" CLIPS="$PWD/$stage/clips" \

@@ -4,7 +4,8 @@
  * tests/c/abi/cuframes-0.2.0.h, the frozen header of the first struct layout
  * that carries struct_size, not against include/cuframes.h (whose include
  * guard it shares, so common.h's #include <cuframes.h> adds nothing: keep
- * common.h to the 0.2.0 API), and linked with the library being tested.
+ * common.h and fixture.h to the 0.2.0 API), and linked with the library
+ * being tested.
  * Then structs that lack the first layout's fields: refused, untouched.
  * (A struct longer than the library's, from a newer header, is test_capi's
  * newer_header_structs.) Compiles as C99 and as C++.
@@ -14,7 +15,7 @@
 #include <stddef.h>
 
 #include "abi/cuframes-0.2.0.h"
-#include "common.h"
+#include "fixture.h"
 
 #define SENTINEL(type) ((type *)(uintptr_t)0x5EED0000u)
 
@@ -42,11 +43,7 @@ static int test_frozen_header_is_the_first_layout(void) {
  * checked byte by byte. */
 static int test_old_header_moves_frames(void) {
     const uint32_t width = 64, height = 48;
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_stream_info pinfo, sinfo;
     cuframes_frame_props props, got;
     cuframes_subscriber_stats stats;
@@ -58,32 +55,21 @@ static int test_old_header_moves_frames(void) {
     uint64_t seq;
     uint32_t p;
 
-    unique_key(key, sizeof key, "old");
-    memset(&pconfig, 0xAB, sizeof pconfig);
-    cuframes_publisher_config_init(&pconfig);
-    CHECK(pconfig.struct_size == sizeof pconfig);
-    CHECK(pconfig.ring_size == 4 && pconfig.cuda_device == -1 && pconfig.reserved == 0);
-    pconfig.key = key;
-    pconfig.format = CUFRAMES_FORMAT_NV12;
-    pconfig.width = width;
-    pconfig.height = height;
-    pconfig.ring_size = 8; /* the 6 frames wait in the ring until read */
-    pconfig.memory = CUFRAMES_MEMORY_HOST;
-    pconfig.fps_num = 25;
-    pconfig.fps_den = 1;
-    pconfig.runtime_dir = runtime_dir();
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    cuframes_subscriber_config_init(&sconfig);
-    CHECK(sconfig.struct_size == sizeof sconfig);
-    sconfig.key = key;
-    sconfig.name = "c-abi-0.2.0";
-    sconfig.runtime_dir = runtime_dir();
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    memset(&f, 0xAB, sizeof f); /* the checks below see what _init wrote */
+    fixture_init(&f, "old", CUFRAMES_FORMAT_NV12, width, height);
+    CHECK(f.pconfig.struct_size == sizeof f.pconfig);
+    CHECK(f.pconfig.ring_size == 4 && f.pconfig.cuda_device == -1 && f.pconfig.reserved == 0);
+    CHECK(f.sconfig.struct_size == sizeof f.sconfig);
+    f.pconfig.ring_size = 8; /* the 6 frames wait in the ring until read */
+    f.pconfig.fps_num = 25;
+    f.pconfig.fps_den = 1;
+    f.sconfig.name = "c-abi-0.2.0";
+    TRY(fixture_start(&f));
 
     memset(&pinfo, 0xEE, sizeof pinfo);
     memset(&sinfo, 0xEE, sizeof sinfo);
-    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(pinfo)));
-    CHECK_OK(cuframes_subscriber_get_info(subscriber, SIZED(sinfo)));
+    CHECK_OK(cuframes_publisher_get_info(f.publisher, SIZED(pinfo)));
+    CHECK_OK(cuframes_subscriber_get_info(f.subscriber, SIZED(sinfo)));
     CHECK(pinfo.struct_size == sizeof pinfo && sinfo.struct_size == sizeof sinfo);
     CHECK(sinfo.width == width && sinfo.height == height && sinfo.format == CUFRAMES_FORMAT_NV12);
     CHECK(sinfo.fps_num == 25 && sinfo.fps_den == 1 && sinfo.memory == CUFRAMES_MEMORY_HOST);
@@ -98,20 +84,20 @@ static int test_old_header_moves_frames(void) {
     props.sar_num = 16;
     props.sar_den = 15;
     props.duration_ns = 40000000;
-    CHECK_OK(cuframes_publisher_set_frame_props(publisher, SIZED(props)));
+    CHECK_OK(cuframes_publisher_set_frame_props(f.publisher, SIZED(props)));
 
     /* Frames 1-5 by copy, frame 6 written in place. */
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, width, height) == 0);
     for (seq = 1; seq <= 5; seq++) {
         uint64_t got_seq = 0;
         source_fill(&source, seq);
-        CHECK_OK(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+        CHECK_OK(cuframes_publisher_publish(f.publisher, CUFRAMES_MEMORY_HOST, source.planes,
                                             source.pitches, source.plane_count,
                                             (int64_t)seq * 40, &got_seq));
         CHECK(got_seq == seq);
     }
     memset(&slot, 0xEE, sizeof slot);
-    CHECK_OK(cuframes_publisher_acquire_slot(publisher, SIZED(slot)));
+    CHECK_OK(cuframes_publisher_acquire_slot(f.publisher, SIZED(slot)));
     CHECK(slot.struct_size == sizeof slot && slot.plane_count == 2);
     for (p = 0; p < slot.plane_count; p++) {
         size_t row, column;
@@ -122,14 +108,14 @@ static int test_old_header_moves_frames(void) {
             }
         }
     }
-    CHECK_OK(cuframes_publisher_commit_slot(publisher, 240, &seq));
+    CHECK_OK(cuframes_publisher_commit_slot(f.publisher, 240, &seq));
     CHECK(seq == 6);
     source_free(&source);
 
     for (seq = 1; seq <= 6; seq++) {
         cuframes_frame *frame = NULL;
         cuframes_frame_info info;
-        CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+        CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
         memset(&info, 0xEE, sizeof info);
         CHECK_OK(cuframes_frame_get_info(frame, SIZED(info)));
         CHECK(info.struct_size == sizeof info);
@@ -146,7 +132,7 @@ static int test_old_header_moves_frames(void) {
     }
 
     memset(&stats, 0xEE, sizeof stats);
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
+    CHECK_OK(cuframes_subscriber_get_stats(f.subscriber, SIZED(stats)));
     CHECK(stats.struct_size == sizeof stats && stats.received == 6 && stats.dropped == 0);
 
     keys[0].struct_size = sizeof keys[0];
@@ -157,8 +143,7 @@ static int test_old_header_moves_frames(void) {
         CHECK(keys[i].info.struct_size == sizeof keys[i].info);
     }
 
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
@@ -177,13 +162,7 @@ static int test_structs_lacking_fields_are_refused(void) {
 
     /* A config that ends before `group` (the fields 0.1 appended after it
      * are missing). */
-    cuframes_publisher_config_init(&pconfig);
-    pconfig.key = key;
-    pconfig.format = CUFRAMES_FORMAT_NV12;
-    pconfig.width = 32;
-    pconfig.height = 16;
-    pconfig.memory = CUFRAMES_MEMORY_HOST;
-    pconfig.runtime_dir = runtime_dir();
+    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 32, 16);
     pconfig.struct_size = (uint32_t)offsetof(cuframes_publisher_config, group);
     CHECK_STATUS(cuframes_publisher_create(&pconfig, &publisher), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(publisher == SENTINEL(cuframes_publisher));
@@ -207,9 +186,7 @@ static int test_structs_lacking_fields_are_refused(void) {
     CHECK_STATUS(cuframes_subscriber_config_init_sized(&sconfig, offsetof(cuframes_subscriber_config, copy)),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(sconfig.struct_size == 0x5A5A5A5Au);
-    cuframes_subscriber_config_init(&sconfig);
-    sconfig.key = key;
-    sconfig.runtime_dir = runtime_dir();
+    subscriber_config(&sconfig, key);
     sconfig.struct_size = (uint32_t)offsetof(cuframes_subscriber_config, copy);
     CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(subscriber == SENTINEL(cuframes_subscriber));

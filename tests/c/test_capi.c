@@ -7,7 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "common.h"
+#include "fixture.h"
 
 #ifndef CUFRAMES_EXPECTED_VERSION
 #error "build with -DCUFRAMES_EXPECTED_VERSION=\"x.y.z\" (pkg-config --modversion cuframes)"
@@ -18,23 +18,6 @@
 #define SENTINEL(type) ((type *)(uintptr_t)0x5EED0000u)
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static void publisher_config(cuframes_publisher_config *config, const char *key,
-                             cuframes_format format, uint32_t width, uint32_t height) {
-    cuframes_publisher_config_init(config);
-    config->key = key;
-    config->format = format;
-    config->width = width;
-    config->height = height;
-    config->memory = CUFRAMES_MEMORY_HOST;
-    config->runtime_dir = runtime_dir();
-}
-
-static void subscriber_config(cuframes_subscriber_config *config, const char *key) {
-    cuframes_subscriber_config_init(config);
-    config->key = key;
-    config->runtime_dir = runtime_dir();
-}
 
 static int publish(cuframes_publisher *publisher, source_frame *source, uint64_t seq,
                    int64_t pts) {
@@ -214,30 +197,23 @@ static int test_publisher_bad_config(void) {
 
 static int round_trip(cuframes_format format) {
     const uint32_t width = 33, height = 17;
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_stream_info pinfo, sinfo;
     cuframes_subscriber_stats stats;
     source_frame source;
     uint64_t seq;
 
-    unique_key(key, sizeof key, "round");
-    publisher_config(&pconfig, key, format, width, height);
-    pconfig.fps_num = 30000;
-    pconfig.fps_den = 1001;
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    sconfig.name = "c-round-trip";
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
-    CHECK(cuframes_publisher_subscriber_count(publisher) == 1);
+    fixture_init(&f, "round", format, width, height);
+    f.pconfig.fps_num = 30000;
+    f.pconfig.fps_den = 1001;
+    f.sconfig.name = "c-round-trip";
+    TRY(fixture_start(&f));
+    CHECK(cuframes_publisher_subscriber_count(f.publisher) == 1);
 
     memset(&pinfo, 0, sizeof pinfo);
     memset(&sinfo, 0xCC, sizeof sinfo);
-    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(pinfo)));
-    CHECK_OK(cuframes_subscriber_get_info(subscriber, SIZED(sinfo)));
+    CHECK_OK(cuframes_publisher_get_info(f.publisher, SIZED(pinfo)));
+    CHECK_OK(cuframes_subscriber_get_info(f.subscriber, SIZED(sinfo)));
     CHECK(pinfo.format == sinfo.format && pinfo.width == sinfo.width &&
           pinfo.height == sinfo.height && pinfo.ring_size == sinfo.ring_size &&
           pinfo.policy == sinfo.policy && pinfo.memory == sinfo.memory &&
@@ -252,10 +228,10 @@ static int round_trip(cuframes_format format) {
         cuframes_frame *frame = NULL;
         cuframes_frame_info info;
         int64_t pts = (int64_t)seq * 33366667 - 1000; /* negative for the first */
-        if (publish(publisher, &source, seq, pts) != 0) {
+        if (publish(f.publisher, &source, seq, pts) != 0) {
             return 1;
         }
-        CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+        CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
         memset(&info, 0, sizeof info);
         CHECK_OK(cuframes_frame_get_info(frame, SIZED(info)));
         CHECK(info.seq == seq);
@@ -271,12 +247,11 @@ static int round_trip(cuframes_format format) {
     source_free(&source);
 
     memset(&stats, 0xFF, sizeof stats);
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
+    CHECK_OK(cuframes_subscriber_get_stats(f.subscriber, SIZED(stats)));
     CHECK(stats.received == 50 && stats.dropped == 0 && stats.overwritten == 0);
     CHECK(stats.publisher_shut_down == 0);
-    CHECK_OK(cuframes_publisher_flush(publisher, 1000));
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    CHECK_OK(cuframes_publisher_flush(f.publisher, 1000));
+    fixture_teardown(&f);
     return 0;
 }
 
@@ -294,64 +269,49 @@ static int test_round_trip_packed_rgb(void) {
 /* ---- waiting, overwrites, lifetimes ------------------------------------- */
 
 static int test_next_timeout_on_empty_ring(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *frame = SENTINEL(cuframes_frame);
-    unique_key(key, sizeof key, "empty");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
-    CHECK_STATUS(cuframes_subscriber_next(subscriber, 0, &frame), CUFRAMES_ERR_TIMEOUT);
+    fixture_init(&f, "empty", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(fixture_start(&f));
+    CHECK_STATUS(cuframes_subscriber_next(f.subscriber, 0, &frame), CUFRAMES_ERR_TIMEOUT);
     CHECK(frame == SENTINEL(cuframes_frame));
     CHECK(strstr(cuframes_last_error(), "no frame") != NULL);
-    CHECK_STATUS(cuframes_subscriber_next(subscriber, 20, &frame), CUFRAMES_ERR_TIMEOUT);
+    CHECK_STATUS(cuframes_subscriber_next(f.subscriber, 20, &frame), CUFRAMES_ERR_TIMEOUT);
     CHECK(frame == SENTINEL(cuframes_frame));
-    CHECK_STATUS(cuframes_publisher_wait_subscribers(publisher, 2, 20), CUFRAMES_ERR_TIMEOUT);
-    CHECK_OK(cuframes_publisher_wait_subscribers(publisher, 1, 1000));
-    CHECK_STATUS(cuframes_publisher_wait_subscribers(publisher, 32, 0),
+    CHECK_STATUS(cuframes_publisher_wait_subscribers(f.publisher, 2, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK_OK(cuframes_publisher_wait_subscribers(f.publisher, 1, 1000));
+    CHECK_STATUS(cuframes_publisher_wait_subscribers(f.publisher, 32, 0),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
 static int test_drop_oldest_overwrite_is_reported(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *held = NULL;
     cuframes_frame *next = NULL;
     cuframes_frame_info info;
     cuframes_subscriber_stats stats;
     source_frame source;
-    unique_key(key, sizeof key, "overwrite");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    pconfig.ring_size = 2;
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    fixture_init(&f, "overwrite", CUFRAMES_FORMAT_NV12, 33, 17);
+    f.pconfig.ring_size = 2;
+    TRY(fixture_start(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
 
-    if (publish(publisher, &source, 1, 100) != 0) return 1;
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &held));
+    if (publish(f.publisher, &source, 1, 100) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &held));
     CHECK_OK(cuframes_frame_is_intact(held));
     CHECK(cuframes_frame_is_copy(held) == 0);
     /* Seq 3 spares the held seq 1 and replaces the unread seq 2 (D22). */
-    if (publish(publisher, &source, 2, 200) != 0) return 1;
-    if (publish(publisher, &source, 3, 300) != 0) return 1;
+    if (publish(f.publisher, &source, 2, 200) != 0) return 1;
+    if (publish(f.publisher, &source, 3, 300) != 0) return 1;
     CHECK_OK(cuframes_frame_is_intact(held));
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &next));
     CHECK_OK(cuframes_frame_get_info(next, SIZED(info)));
     CHECK(info.seq == 3 && info.pts_ns == 300);
     if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
     /* Both slots held now: seq 4 overwrites the oldest, seq 1. */
-    if (publish(publisher, &source, 4, 400) != 0) return 1;
+    if (publish(f.publisher, &source, 4, 400) != 0) return 1;
     CHECK_STATUS(cuframes_frame_is_intact(held), CUFRAMES_ERR_OVERWRITTEN);
     CHECK(strstr(cuframes_last_error(), "frame seq 1") != NULL);
     memset(&info, 0, sizeof info);
@@ -363,16 +323,15 @@ static int test_drop_oldest_overwrite_is_reported(void) {
     CHECK_OK(cuframes_frame_release(next));
 
     /* The subscriber goes on with seq 4. */
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &next));
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &next));
     CHECK_OK(cuframes_frame_get_info(next, SIZED(info)));
     CHECK(info.seq == 4);
     if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_release(next));
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
+    CHECK_OK(cuframes_subscriber_get_stats(f.subscriber, SIZED(stats)));
     CHECK(stats.received == 3 && stats.overwritten == 1 && stats.dropped == 1);
     source_free(&source);
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
@@ -381,34 +340,28 @@ static int test_drop_oldest_overwrite_is_reported(void) {
  * spare, frames are private copies. */
 static int test_auto_copy_holds_more_than_the_ring(void) {
     enum { FRAMES = 12 };
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *held[FRAMES];
     cuframes_frame_info info;
     cuframes_subscriber_stats stats;
     source_frame source;
     int slots = 0;
-    unique_key(key, sizeof key, "holdmany");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 64, 32);
-    pconfig.ring_size = 3;
-    pconfig.policy = CUFRAMES_POLICY_STRICT_WAIT;
-    pconfig.ack_timeout_ms = 200;
-    pconfig.startup_timeout_ms = 200;
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    sconfig.copy = 7;
-    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_INVALID_ARGUMENT);
+    fixture_init(&f, "holdmany", CUFRAMES_FORMAT_NV12, 64, 32);
+    f.pconfig.ring_size = 3;
+    f.pconfig.policy = CUFRAMES_POLICY_STRICT_WAIT;
+    f.pconfig.ack_timeout_ms = 200;
+    f.pconfig.startup_timeout_ms = 200;
+    TRY(fixture_create_publisher(&f));
+    f.sconfig.copy = 7;
+    CHECK_STATUS(cuframes_subscriber_create(&f.sconfig, &f.subscriber), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "cuframes_copy_mode") != NULL);
-    CHECK(subscriber == NULL);
-    sconfig.copy = CUFRAMES_COPY_AUTO;
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    CHECK(f.subscriber == NULL);
+    f.sconfig.copy = CUFRAMES_COPY_AUTO;
+    TRY(fixture_create_subscriber(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 64, 32) == 0);
     for (int i = 0; i < FRAMES; i++) {
-        if (publish(publisher, &source, (uint64_t)i + 1, i * 10) != 0) return 1;
-        CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &held[i]));
+        if (publish(f.publisher, &source, (uint64_t)i + 1, i * 10) != 0) return 1;
+        CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &held[i]));
         CHECK_OK(cuframes_frame_get_info(held[i], SIZED(info)));
         CHECK(info.seq == (uint64_t)i + 1);
         slots += cuframes_frame_is_copy(held[i]) == 0;
@@ -419,46 +372,38 @@ static int test_auto_copy_holds_more_than_the_ring(void) {
         if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 64, 32) != 0) return 1;
         CHECK_OK(cuframes_frame_release(held[i]));
     }
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
+    CHECK_OK(cuframes_subscriber_get_stats(f.subscriber, SIZED(stats)));
     CHECK(stats.received == FRAMES && stats.copied == FRAMES - 2 && stats.dropped == 0);
-    CHECK(cuframes_publisher_subscriber_count(publisher) == 1); /* never dropped */
+    CHECK(cuframes_publisher_subscriber_count(f.publisher) == 1); /* never dropped */
     CHECK_STATUS(cuframes_frame_is_copy(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
     source_free(&source);
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
 static int test_frame_outlives_subscriber(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *first = NULL;
     cuframes_frame *second = NULL;
     cuframes_frame_info info;
     source_frame source;
-    unique_key(key, sizeof key, "outlive");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_YUV420P, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    fixture_init(&f, "outlive", CUFRAMES_FORMAT_YUV420P, 33, 17);
+    TRY(fixture_start(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_YUV420P, 33, 17) == 0);
-    if (publish(publisher, &source, 1, 1) != 0) return 1;
-    if (publish(publisher, &source, 2, 2) != 0) return 1;
+    if (publish(f.publisher, &source, 1, 1) != 0) return 1;
+    if (publish(f.publisher, &source, 2, 2) != 0) return 1;
     source_free(&source);
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &first));
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &second));
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &first));
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &second));
 
-    cuframes_subscriber_destroy(subscriber);
+    fixture_destroy_subscriber(&f);
     memset(&info, 0, sizeof info);
     CHECK_OK(cuframes_frame_get_info(first, SIZED(info)));
     if (verify_frame(&info, CUFRAMES_FORMAT_YUV420P, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_release(first));
 
     /* Even the publisher may go: the memory stays mapped until the release. */
-    cuframes_publisher_destroy(publisher);
+    fixture_destroy_publisher(&f);
     CHECK_OK(cuframes_frame_get_info(second, SIZED(info)));
     CHECK(info.seq == 2);
     if (verify_frame(&info, CUFRAMES_FORMAT_YUV420P, 33, 17) != 0) return 1;
@@ -468,115 +413,89 @@ static int test_frame_outlives_subscriber(void) {
 }
 
 static int test_flush_waits_for_held_frames(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *frame = NULL;
     source_frame source;
-    unique_key(key, sizeof key, "flush");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_BGRA, 16, 8);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    fixture_init(&f, "flush", CUFRAMES_FORMAT_BGRA, 16, 8);
+    TRY(fixture_start(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_BGRA, 16, 8) == 0);
-    if (publish(publisher, &source, 1, 0) != 0) return 1;
+    if (publish(f.publisher, &source, 1, 0) != 0) return 1;
     source_free(&source);
-    CHECK_STATUS(cuframes_publisher_flush(publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK_STATUS(cuframes_publisher_flush(f.publisher, 20), CUFRAMES_ERR_TIMEOUT);
     CHECK(strstr(cuframes_last_error(), "still hold frames") != NULL);
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
     CHECK_OK(cuframes_frame_release(frame));
-    CHECK_OK(cuframes_publisher_flush(publisher, 1000));
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    CHECK_OK(cuframes_publisher_flush(f.publisher, 1000));
+    fixture_teardown(&f);
     return 0;
 }
 
 /* wait_delivered: done once the newest frame is taken, even while it is
  * held; the held frame stays readable after the publisher is gone. */
 static int test_wait_delivered_needs_take_not_release(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *first = NULL;
     cuframes_frame *second = NULL;
     cuframes_frame_info info;
     source_frame source;
-    unique_key(key, sizeof key, "delivered");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_BGRA, 16, 8);
-    pconfig.policy = CUFRAMES_POLICY_STRICT_WAIT;
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    fixture_init(&f, "delivered", CUFRAMES_FORMAT_BGRA, 16, 8);
+    f.pconfig.policy = CUFRAMES_POLICY_STRICT_WAIT;
+    TRY(fixture_start(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_BGRA, 16, 8) == 0);
-    if (publish(publisher, &source, 1, 0) != 0) return 1;
-    if (publish(publisher, &source, 2, 0) != 0) return 1;
+    if (publish(f.publisher, &source, 1, 0) != 0) return 1;
+    if (publish(f.publisher, &source, 2, 0) != 0) return 1;
     source_free(&source);
-    CHECK_STATUS(cuframes_publisher_wait_delivered(publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK_STATUS(cuframes_publisher_wait_delivered(f.publisher, 20), CUFRAMES_ERR_TIMEOUT);
     CHECK(strstr(cuframes_last_error(), "have not taken frame 2") != NULL);
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &first));
-    CHECK_STATUS(cuframes_publisher_wait_delivered(publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &first));
+    CHECK_STATUS(cuframes_publisher_wait_delivered(f.publisher, 20), CUFRAMES_ERR_TIMEOUT);
     CHECK_OK(cuframes_frame_release(first));
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &second));
-    CHECK_OK(cuframes_publisher_wait_delivered(publisher, 1000));
-    CHECK_STATUS(cuframes_publisher_flush(publisher, 20), CUFRAMES_ERR_TIMEOUT);
-    cuframes_publisher_destroy(publisher);
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &second));
+    CHECK_OK(cuframes_publisher_wait_delivered(f.publisher, 1000));
+    CHECK_STATUS(cuframes_publisher_flush(f.publisher, 20), CUFRAMES_ERR_TIMEOUT);
+    fixture_destroy_publisher(&f);
     CHECK_OK(cuframes_frame_get_info(second, SIZED(info)));
     CHECK(info.seq == 2);
     CHECK(verify_frame(&info, CUFRAMES_FORMAT_BGRA, 16, 8) == 0);
-    CHECK_STATUS(cuframes_subscriber_next(subscriber, 1000, &first), CUFRAMES_ERR_DISCONNECTED);
+    CHECK_STATUS(cuframes_subscriber_next(f.subscriber, 1000, &first), CUFRAMES_ERR_DISCONNECTED);
     CHECK_OK(cuframes_frame_release(second));
-    cuframes_subscriber_destroy(subscriber);
+    fixture_teardown(&f);
     return 0;
 }
 
 static int test_latest_mode_skips_to_the_newest(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *frame = NULL;
     cuframes_frame_info info;
     cuframes_subscriber_stats stats;
     source_frame source;
     uint64_t seq;
-    unique_key(key, sizeof key, "latest");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    sconfig.mode = CUFRAMES_MODE_LATEST;
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    fixture_init(&f, "latest", CUFRAMES_FORMAT_NV12, 33, 17);
+    f.sconfig.mode = CUFRAMES_MODE_LATEST;
+    TRY(fixture_start(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
     for (seq = 1; seq <= 3; seq++) {
-        if (publish(publisher, &source, seq, (int64_t)seq) != 0) return 1;
+        if (publish(f.publisher, &source, seq, (int64_t)seq) != 0) return 1;
     }
     source_free(&source);
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
     CHECK_OK(cuframes_frame_get_info(frame, SIZED(info)));
     CHECK(info.seq == 3);
     if (verify_frame(&info, CUFRAMES_FORMAT_NV12, 33, 17) != 0) return 1;
     CHECK_OK(cuframes_frame_release(frame));
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
+    CHECK_OK(cuframes_subscriber_get_stats(f.subscriber, SIZED(stats)));
     CHECK(stats.received == 1 && stats.dropped == 2);
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
 static int test_publish_argument_errors(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_publisher *publisher = NULL;
+    fixture f;
     source_frame source;
     size_t short_pitches[CUFRAMES_MAX_PLANES];
     uint64_t seq = 777;
-    unique_key(key, sizeof key, "pubargs");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    fixture_init(&f, "pubargs", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(fixture_create_publisher(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
     source_fill(&source, 1);
 
@@ -584,42 +503,38 @@ static int test_publish_argument_errors(void) {
      * or the driver refuses them (CUDA). */
     {
         cuframes_status status = cuframes_publisher_publish(
-            publisher, CUFRAMES_MEMORY_CUDA, source.planes, source.pitches, 2, 0, &seq);
+            f.publisher, CUFRAMES_MEMORY_CUDA, source.planes, source.pitches, 2, 0, &seq);
         CHECK(status == CUFRAMES_ERR_UNSUPPORTED || status == CUFRAMES_ERR_CUDA);
         CHECK(strstr(cuframes_last_error(), "CUDA") != NULL || strstr(cuframes_last_error(), "cu") != NULL);
     }
-    CHECK_STATUS(cuframes_publisher_publish(publisher, 5, source.planes, source.pitches, 2, 0, &seq),
+    CHECK_STATUS(cuframes_publisher_publish(f.publisher, 5, source.planes, source.pitches, 2, 0, &seq),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+    CHECK_STATUS(cuframes_publisher_publish(f.publisher, CUFRAMES_MEMORY_HOST, source.planes,
                                             source.pitches, 3, 0, &seq),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, NULL, source.pitches,
+    CHECK_STATUS(cuframes_publisher_publish(f.publisher, CUFRAMES_MEMORY_HOST, NULL, source.pitches,
                                             2, 0, &seq),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
     memcpy(short_pitches, source.pitches, sizeof short_pitches);
     short_pitches[1] = 10; /* shorter than the UV row of 34 bytes */
-    CHECK_STATUS(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+    CHECK_STATUS(cuframes_publisher_publish(f.publisher, CUFRAMES_MEMORY_HOST, source.planes,
                                             short_pitches, 2, 0, &seq),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "pitches[1]") != NULL);
     CHECK(seq == 777);
     /* seq_out may be NULL. */
-    CHECK_OK(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+    CHECK_OK(cuframes_publisher_publish(f.publisher, CUFRAMES_MEMORY_HOST, source.planes,
                                         source.pitches, 2, 0, NULL));
-    CHECK_OK(cuframes_publisher_publish(publisher, CUFRAMES_MEMORY_HOST, source.planes,
+    CHECK_OK(cuframes_publisher_publish(f.publisher, CUFRAMES_MEMORY_HOST, source.planes,
                                         source.pitches, 2, 0, &seq));
     CHECK(seq == 2);
     source_free(&source);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
 static int test_acquire_commit_in_place(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_stream_info info;
     cuframes_slot slot;
     cuframes_frame *frame = NULL;
@@ -628,17 +543,14 @@ static int test_acquire_commit_in_place(void) {
     uint64_t seq = 0;
     uint32_t p, count;
     size_t row, column;
-    unique_key(key, sizeof key, "inplace");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_YUV420P, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
-    CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(info)));
-    CHECK_STATUS(cuframes_publisher_commit_slot(publisher, 0, &seq), CUFRAMES_ERR_INVALID_ARGUMENT);
+    fixture_init(&f, "inplace", CUFRAMES_FORMAT_YUV420P, 33, 17);
+    TRY(fixture_start(&f));
+    CHECK_OK(cuframes_publisher_get_info(f.publisher, SIZED(info)));
+    CHECK_STATUS(cuframes_publisher_commit_slot(f.publisher, 0, &seq), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(seq == 0);
-    CHECK_OK(cuframes_publisher_acquire_slot(publisher, SIZED(slot)));
+    CHECK_OK(cuframes_publisher_acquire_slot(f.publisher, SIZED(slot)));
     CHECK(slot.index == 1 && slot.memory == CUFRAMES_MEMORY_HOST && slot.plane_count == 3);
-    CHECK_STATUS(cuframes_publisher_acquire_slot(publisher, SIZED(slot)), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_acquire_slot(f.publisher, SIZED(slot)), CUFRAMES_ERR_INVALID_ARGUMENT);
     count = geometry(CUFRAMES_FORMAT_YUV420P, 33, 17, planes);
     for (p = 0; p < count; p++) {
         CHECK(slot.planes[p] != NULL && slot.pitches[p] == info.pitches[p]);
@@ -649,15 +561,14 @@ static int test_acquire_commit_in_place(void) {
             }
         }
     }
-    CHECK_OK(cuframes_publisher_commit_slot(publisher, 99, &seq));
+    CHECK_OK(cuframes_publisher_commit_slot(f.publisher, 99, &seq));
     CHECK(seq == 1);
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
     CHECK_OK(cuframes_frame_get_info(frame, SIZED(frame_info)));
     CHECK(frame_info.seq == 1 && frame_info.pts_ns == 99);
     CHECK(verify_frame(&frame_info, CUFRAMES_FORMAT_YUV420P, 33, 17) == 0);
     CHECK_OK(cuframes_frame_release(frame));
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
@@ -682,73 +593,58 @@ static int test_missing_key_is_not_found(void) {
 }
 
 static int test_publisher_destroy_disconnects(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *frame = SENTINEL(cuframes_frame);
     cuframes_subscriber_stats stats;
-    unique_key(key, sizeof key, "bye");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
-    cuframes_publisher_destroy(publisher);
-    CHECK_STATUS(cuframes_subscriber_next(subscriber, 2000, &frame), CUFRAMES_ERR_DISCONNECTED);
+    cuframes_subscriber *refused = SENTINEL(cuframes_subscriber);
+    fixture_init(&f, "bye", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(fixture_start(&f));
+    fixture_destroy_publisher(&f);
+    CHECK_STATUS(cuframes_subscriber_next(f.subscriber, 2000, &frame), CUFRAMES_ERR_DISCONNECTED);
     CHECK(frame == SENTINEL(cuframes_frame));
     CHECK(strstr(cuframes_last_error(), "shut down") != NULL);
-    CHECK_STATUS(cuframes_subscriber_next(subscriber, -1, &frame), CUFRAMES_ERR_DISCONNECTED);
+    CHECK_STATUS(cuframes_subscriber_next(f.subscriber, -1, &frame), CUFRAMES_ERR_DISCONNECTED);
     memset(&stats, 0, sizeof stats);
-    CHECK_OK(cuframes_subscriber_get_stats(subscriber, SIZED(stats)));
+    CHECK_OK(cuframes_subscriber_get_stats(f.subscriber, SIZED(stats)));
     CHECK(stats.publisher_shut_down == 1);
-    cuframes_subscriber_destroy(subscriber);
+    fixture_destroy_subscriber(&f);
     /* The key is free again. */
-    subscriber = SENTINEL(cuframes_subscriber);
-    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &subscriber), CUFRAMES_ERR_NOT_FOUND);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    cuframes_publisher_destroy(publisher);
+    CHECK_STATUS(cuframes_subscriber_create(&f.sconfig, &refused), CUFRAMES_ERR_NOT_FOUND);
+    TRY(fixture_create_publisher(&f));
+    fixture_teardown(&f);
     return 0;
 }
 
 static int test_second_publisher_already_exists(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_publisher *publisher = NULL;
+    fixture f;
     cuframes_publisher *second = SENTINEL(cuframes_publisher);
-    unique_key(key, sizeof key, "twice");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    CHECK_STATUS(cuframes_publisher_create(&pconfig, &second), CUFRAMES_ERR_ALREADY_EXISTS);
+    fixture_init(&f, "twice", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(fixture_create_publisher(&f));
+    CHECK_STATUS(cuframes_publisher_create(&f.pconfig, &second), CUFRAMES_ERR_ALREADY_EXISTS);
     CHECK(second == SENTINEL(cuframes_publisher));
-    CHECK(strstr(cuframes_last_error(), key) != NULL);
-    cuframes_publisher_destroy(publisher);
+    CHECK(strstr(cuframes_last_error(), f.key) != NULL);
+    fixture_teardown(&f);
     return 0;
 }
 
 static int test_32nd_subscriber_is_too_many(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
+    fixture f;
     cuframes_subscriber *subscribers[31];
     cuframes_subscriber *extra = SENTINEL(cuframes_subscriber);
     int i;
-    unique_key(key, sizeof key, "many");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
+    fixture_init(&f, "many", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(fixture_create_publisher(&f));
     for (i = 0; i < 31; i++) {
-        CHECK_OK(cuframes_subscriber_create(&sconfig, &subscribers[i]));
+        CHECK_OK(cuframes_subscriber_create(&f.sconfig, &subscribers[i]));
     }
-    CHECK(cuframes_publisher_subscriber_count(publisher) == 31);
-    CHECK_STATUS(cuframes_subscriber_create(&sconfig, &extra), CUFRAMES_ERR_TOO_MANY);
+    CHECK(cuframes_publisher_subscriber_count(f.publisher) == 31);
+    CHECK_STATUS(cuframes_subscriber_create(&f.sconfig, &extra), CUFRAMES_ERR_TOO_MANY);
     CHECK(extra == SENTINEL(cuframes_subscriber));
     CHECK(strstr(cuframes_last_error(), "too many subscribers") != NULL);
     for (i = 0; i < 31; i++) {
         cuframes_subscriber_destroy(subscribers[i]);
     }
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
@@ -782,11 +678,7 @@ static int test_null_handles(void) {
 
 /* Frame properties cross with each frame; NULL sets none; bad flags are refused. */
 static int test_frame_props(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *frame = NULL;
     cuframes_frame_props hdr10, got, bad;
     source_frame source;
@@ -800,16 +692,13 @@ static int test_frame_props(void) {
     hdr10.sar_num = 1;
     hdr10.sar_den = 1;
     hdr10.duration_ns = 40000000;
-    unique_key(key, sizeof key, "props");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    fixture_init(&f, "props", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(fixture_start(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
 
-    CHECK_OK(cuframes_publisher_set_frame_props(publisher, SIZED(hdr10)));
-    if (publish(publisher, &source, 1, 100) != 0) return 1;
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_publisher_set_frame_props(f.publisher, SIZED(hdr10)));
+    if (publish(f.publisher, &source, 1, 100) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
     memset(&got, 0xff, sizeof got);
     CHECK(cuframes_frame_get_props(frame, SIZED(got)) == 1);
     CHECK(got.struct_size == sizeof got); /* the bytes written: all */
@@ -820,9 +709,9 @@ static int test_frame_props(void) {
     CHECK_STATUS(cuframes_frame_get_props(frame, NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_OK(cuframes_frame_release(frame));
 
-    CHECK_OK(cuframes_publisher_set_frame_props(publisher, NULL));
-    if (publish(publisher, &source, 2, 200) != 0) return 1;
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_publisher_set_frame_props(f.publisher, NULL));
+    if (publish(f.publisher, &source, 2, 200) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
     memset(&got, 0xab, sizeof got);
     CHECK(cuframes_frame_get_props(frame, SIZED(got)) == 0);
     CHECK(got.color_range == 0xab); /* untouched */
@@ -830,23 +719,18 @@ static int test_frame_props(void) {
 
     bad = hdr10;
     bad.flags = 0x80;
-    CHECK_STATUS(cuframes_publisher_set_frame_props(publisher, SIZED(bad)), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_set_frame_props(f.publisher, SIZED(bad)), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "unknown bits") != NULL);
     CHECK_STATUS(cuframes_publisher_set_frame_props(NULL, SIZED(hdr10)), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_frame_get_props(NULL, SIZED(got)), CUFRAMES_ERR_INVALID_ARGUMENT);
     source_free(&source);
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
 /* Side data goes with the one frame it was added to, byte for byte and in order. */
 static int test_side_data(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_subscriber_config sconfig;
-    cuframes_publisher *publisher = NULL;
-    cuframes_subscriber *subscriber = NULL;
+    fixture f;
     cuframes_frame *frame = NULL;
     source_frame source;
     static const uint8_t cll[8] = {0xe8, 0x03, 0, 0, 0x90, 0x01, 0, 0}; /* 1000, 400 */
@@ -855,18 +739,15 @@ static int test_side_data(void) {
     cuframes_side_data_kind kind = 0;
     const uint8_t *data = NULL;
     size_t size = 0;
-    unique_key(key, sizeof key, "side");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_NV12, 33, 17);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
-    subscriber_config(&sconfig, key);
-    CHECK_OK(cuframes_subscriber_create(&sconfig, &subscriber));
+    fixture_init(&f, "side", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(fixture_start(&f));
     CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
 
-    CHECK_OK(cuframes_publisher_add_side_data(publisher, CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL, cll, sizeof cll));
-    CHECK_OK(cuframes_publisher_add_side_data(publisher, CUFRAMES_SIDE_DATA_A53_CC, cc, sizeof cc));
-    CHECK_OK(cuframes_publisher_add_side_data(publisher, 4242, NULL, 0));
-    if (publish(publisher, &source, 1, 100) != 0) return 1;
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    CHECK_OK(cuframes_publisher_add_side_data(f.publisher, CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL, cll, sizeof cll));
+    CHECK_OK(cuframes_publisher_add_side_data(f.publisher, CUFRAMES_SIDE_DATA_A53_CC, cc, sizeof cc));
+    CHECK_OK(cuframes_publisher_add_side_data(f.publisher, 4242, NULL, 0));
+    if (publish(f.publisher, &source, 1, 100) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
     CHECK(cuframes_frame_get_side_data(frame, 0, &kind, &data, &size) == 1);
     CHECK(kind == CUFRAMES_SIDE_DATA_CONTENT_LIGHT_LEVEL && size == sizeof cll && memcmp(data, cll, size) == 0);
     CHECK(cuframes_frame_get_side_data(frame, 1, &kind, &data, &size) == 1);
@@ -880,41 +761,37 @@ static int test_side_data(void) {
     CHECK_OK(cuframes_frame_release(frame));
 
     /* The next frame has none of it. */
-    if (publish(publisher, &source, 2, 200) != 0) return 1;
-    CHECK_OK(cuframes_subscriber_next(subscriber, 1000, &frame));
+    if (publish(f.publisher, &source, 2, 200) != 0) return 1;
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 1000, &frame));
     CHECK(cuframes_frame_get_side_data(frame, 0, &kind, &data, &size) == 0);
     CHECK_OK(cuframes_frame_release(frame));
 
     /* Too much, kind 0, kinds above 16 bits, NULL data with a size, NULL handle. */
-    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, CUFRAMES_SIDE_DATA_SEI_UNREGISTERED, big, sizeof big),
+    CHECK_STATUS(cuframes_publisher_add_side_data(f.publisher, CUFRAMES_SIDE_DATA_SEI_UNREGISTERED, big, sizeof big),
                  CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "does not fit") != NULL);
-    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, 0, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, 65536, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(cuframes_publisher_add_side_data(publisher, 3, NULL, 4), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_add_side_data(f.publisher, 0, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_add_side_data(f.publisher, 65536, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cuframes_publisher_add_side_data(f.publisher, 3, NULL, 4), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_publisher_add_side_data(NULL, 3, cc, sizeof cc), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(cuframes_frame_get_side_data(NULL, 0, &kind, &data, &size), CUFRAMES_ERR_INVALID_ARGUMENT);
     source_free(&source);
-    cuframes_subscriber_destroy(subscriber);
-    cuframes_publisher_destroy(publisher);
+    fixture_teardown(&f);
     return 0;
 }
 
 /* cuframes_list_keys finds a live publisher with its stream; sizes and errors. */
 static int test_list_keys(void) {
-    char key[64];
-    cuframes_publisher_config pconfig;
-    cuframes_publisher *publisher = NULL;
+    fixture f;
     cuframes_key_info entries[64];
     size_t count = 0, found = 0;
-    unique_key(key, sizeof key, "listed");
-    publisher_config(&pconfig, key, CUFRAMES_FORMAT_YUV444P, 48, 32);
-    CHECK_OK(cuframes_publisher_create(&pconfig, &publisher));
+    fixture_init(&f, "listed", CUFRAMES_FORMAT_YUV444P, 48, 32);
+    TRY(fixture_create_publisher(&f));
     entries[0].struct_size = sizeof entries[0]; /* the size of every entry */
     CHECK_OK(cuframes_list_keys(runtime_dir(), entries, 64, &count));
     CHECK(count >= 1 && count <= 64);
     for (size_t i = 0; i < count; i++) {
-        if (strcmp(entries[i].key, key) == 0) {
+        if (strcmp(entries[i].key, f.key) == 0) {
             found++;
             CHECK(entries[i].info.format == CUFRAMES_FORMAT_YUV444P);
             CHECK(entries[i].info.width == 48 && entries[i].info.height == 32);
@@ -933,11 +810,11 @@ static int test_list_keys(void) {
     CHECK_STATUS(cuframes_list_keys(runtime_dir(), entries, 64, &count), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "entries->struct_size is 0") != NULL);
     entries[0].struct_size = sizeof entries[0];
-    cuframes_publisher_destroy(publisher);
+    fixture_destroy_publisher(&f);
     count = 99;
     CHECK_OK(cuframes_list_keys(runtime_dir(), entries, 64, &count));
     for (size_t i = 0; i < count; i++)
-        CHECK(strcmp(entries[i].key, key) != 0); /* gone with its publisher */
+        CHECK(strcmp(entries[i].key, f.key) != 0); /* gone with its publisher */
     return 0;
 }
 

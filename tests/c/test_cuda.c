@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "common.h"
+#include "fixture.h"
 
 #define FRAMES 60
 #define WIDTH 1280
@@ -168,11 +168,9 @@ static int subscriber_main(const char *key, cuframes_memory want_memory) {
     int tries;
     CHECK(cuda_usable());
     CHECK(bind_device0() == 0);
-    cuframes_subscriber_config_init(&config);
-    config.key = key;
+    subscriber_config(&config, key);
     config.name = "c-cuda";
     config.cuda_device = 0;
-    config.runtime_dir = runtime_dir();
     for (tries = 0;; tries++) {
         status = cuframes_subscriber_create(&config, &subscriber);
         if (status == CUFRAMES_OK || tries > 200) {
@@ -243,16 +241,11 @@ static int wait_child(pid_t child) {
 }
 
 static void config_for(cuframes_publisher_config *config, const char *key, cuframes_memory memory) {
-    cuframes_publisher_config_init(config);
-    config->key = key;
-    config->format = FORMAT;
-    config->width = WIDTH;
-    config->height = HEIGHT;
+    publisher_config(config, key, FORMAT, WIDTH, HEIGHT);
     config->ring_size = RING;
     config->policy = CUFRAMES_POLICY_STRICT_WAIT;
     config->ack_timeout_ms = 5000;
     config->memory = memory;
-    config->runtime_dir = runtime_dir();
 }
 
 /* A source frame in device memory: the host pattern uploaded plane by

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "common.h"
+#include "fixture.h"
 
 #define FRAMES 500
 #define WIDTH 320
@@ -31,18 +31,12 @@ static int publisher_main(const char *key) {
     cuframes_publisher *publisher = NULL;
     source_frame source;
     uint64_t seq;
-    cuframes_publisher_config_init(&config);
-    config.key = key;
-    config.format = FORMAT;
-    config.width = WIDTH;
-    config.height = HEIGHT;
+    publisher_config(&config, key, FORMAT, WIDTH, HEIGHT);
     config.ring_size = 4;
     config.policy = CUFRAMES_POLICY_STRICT_WAIT;
     config.ack_timeout_ms = 5000;
-    config.memory = CUFRAMES_MEMORY_HOST;
     config.fps_num = 60;
     config.fps_den = 1;
-    config.runtime_dir = runtime_dir();
     CHECK_OK(cuframes_publisher_create(&config, &publisher));
     CHECK_OK(cuframes_publisher_wait_subscribers(publisher, 1, 10000));
     CHECK(source_init(&source, FORMAT, WIDTH, HEIGHT) == 0);
@@ -72,10 +66,8 @@ static int subscriber_main(const char *key) {
     cuframes_status status;
     uint64_t seq;
     int tries;
-    cuframes_subscriber_config_init(&config);
-    config.key = key;
+    subscriber_config(&config, key);
     config.name = "c-two-process";
-    config.runtime_dir = runtime_dir();
     for (tries = 0;; tries++) {
         status = cuframes_subscriber_create(&config, &subscriber);
         if (status != CUFRAMES_ERR_NOT_FOUND || tries >= 1000) {

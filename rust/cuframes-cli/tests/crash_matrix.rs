@@ -1,14 +1,35 @@
-//! The crash matrix: kill -9 of the publisher and of a subscriber at each
-//! point of the handshake and mid-stream, under both policies, with real
-//! processes (`cuframes publish` / `cuframes subscribe --verify --json`).
+//! The crash matrix, over memory kind: kill -9 of the publisher and of a
+//! subscriber at each point of the handshake and mid-stream, under both
+//! policies, with real processes (`cuframes publish` / `cuframes subscribe
+//! --verify --json`), in host memory and in CUDA memory shared as file
+//! descriptors and as IPC handles. One case list (`matrix!` at the end)
+//! makes one test per (case, memory):
+//!
+//! - `host::<case>`: host memory; runs everywhere.
+//! - `needs_gpu::cuda_fd::<case>`, `needs_gpu::cuda_ipc::<case>`: `--memory
+//!   cuda --cuda-share fd|ipc`. They need an NVIDIA GPU: ignored by default,
+//!   run on the GPU machine by `scripts/gpu-test.sh run crash` (`--ignored`,
+//!   one at a time). Without a GPU every one fails at once, saying that
+//!   `cuframes publish --memory cuda` could not start.
 //!
 //! Handshake points use the test-only hook `CUFRAMES_TEST_ABORT_AT`
 //! (`rust/cuframes/src/testhook.rs`): the process raises SIGKILL on itself
 //! at that step. Every case asserts what `docs/reliability.md` promises:
 //! survivors see 0 mismatched frames and, under strict-wait, lose none; a
-//! subscriber learns of a dead publisher within 50 ms; a new publisher
-//! takes the key at once; a killed subscriber's bit is reclaimed at once,
-//! without waiting for the ACK timeout.
+//! subscriber learns of a dead publisher at once; a new publisher takes the
+//! key at once; a killed subscriber's bit and slot are reclaimed at once,
+//! without waiting for the ACK timeout (30 s here).
+//!
+//! What differs with the memory kind is what the test can look at from
+//! inside: with host memory it reads frames itself, so it also watches from
+//! inside the test process (an in-process subscriber that must learn of a
+//! dead publisher within 50 ms and whose held lease must stay readable, an
+//! in-process connecting subscriber, an in-process new publisher, and in the
+//! subscriber cases an in-process publisher whose every publish and ACK
+//! timeout it counts). With CUDA memory everything is a `cuframes` process
+//! (1280x720 at 300 fps: the survivor's exit, the connecting subscriber's
+//! error, a new CUDA publisher verified by a fresh subscriber, a publisher
+//! that ends in its nominal time).
 
 mod common;
 
@@ -17,25 +38,241 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{EXIT_LIMIT, Finished, Proc, SOCKET_LIMIT, TestEnv, assert_all_verified, uint, wait_until};
+use common::{EXIT_LIMIT, Proc, SOCKET_LIMIT, TestEnv, assert_all_verified, uint, wait_until};
+use cuframes::inspect::SubscriberView;
 use cuframes::{
     ErrorKind, FrameLease, MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Subscriber,
     SubscriberConfig, pattern,
 };
 use serde_json::Value;
 
-/// How fast a subscriber must learn that its publisher died.
+/// Ring size of every stream here.
+const RING: usize = 4;
+/// The publishers' ACK timeout: far longer than any case, so waiting for it
+/// shows.
+const ACK_TIMEOUT_MS: u64 = 30_000;
+/// How fast an in-process subscriber must learn that its publisher died.
 const DETECT_LIMIT: Duration = Duration::from_millis(50);
+/// How long after the publisher's death a survivor process may take to exit
+/// (noticing the death; with CUDA memory also closing its mappings and
+/// tearing CUDA down); its `--timeout-ms` is 20 s, so a survivor that waited
+/// for frames would not make it.
+const SURVIVOR_EXIT_LIMIT: Duration = Duration::from_secs(5);
+/// How long after the publisher's death a subscriber process caught in its
+/// handshake may take to fail: below its 5 s handshake timeout.
+const TRIGGER_EXIT_LIMIT: Duration = Duration::from_secs(4);
+/// How long a CUDA subscriber process may take to start and read its first
+/// frames (process start, CUDA initialisation, handles opened).
+const READY_LIMIT: Duration = Duration::from_secs(10);
+/// Frames of the CUDA publisher in the subscriber cases (4 s at 300 fps).
+const CUDA_SUB_FRAMES: u64 = 1200;
+/// The test hook's environment variable.
+const ABORT_AT: &str = "CUFRAMES_TEST_ABORT_AT";
 
-fn policy_arg(policy: Policy) -> &'static str {
-    policy.name()
+/// Where the frames live, and how the publisher shares them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Memory {
+    Host,
+    CudaFd,
+    CudaIpc,
 }
 
-/// `global_seq` and the subscriber bitmap of `key`, from its shared header.
-fn header_state(env: &TestEnv, key: &str) -> (u64, u64) {
-    match cuframes::inspect::inspect(key, Some(env.dir())) {
-        Ok(ins) => ins.header.map_or((0, 0), |h| (h.global_seq, h.subscriber_bitmap)),
-        Err(_) => (0, 0),
+impl Memory {
+    fn publish_options(self) -> &'static str {
+        match self {
+            Memory::Host => "--memory host",
+            Memory::CudaFd => "--memory cuda --cuda-share fd",
+            Memory::CudaIpc => "--memory cuda --cuda-share ipc",
+        }
+    }
+
+    /// Frame size (NV12, the CLI's default format) and rate.
+    fn stream_options(self) -> &'static str {
+        match self {
+            Memory::Host => "--size 64x48 --fps 1000",
+            Memory::CudaFd | Memory::CudaIpc => "--size 1280x720 --fps 300",
+        }
+    }
+
+    /// The publish (seq) at which `pub-mid-publish` kills the publisher. On
+    /// CUDA, 2 s at 300 fps: time for a drop-oldest survivor to open its
+    /// slots and read frames before the death. There the slot is marked
+    /// "being written" with the previous frame's host-to-device copy and
+    /// event record queued on the publisher's stream, unsynchronised.
+    fn mid_publish_at(self) -> u64 {
+        match self {
+            Memory::Host => 300,
+            Memory::CudaFd | Memory::CudaIpc => 600,
+        }
+    }
+
+    /// Key tag.
+    fn tag(self) -> &'static str {
+        match self {
+            Memory::Host => "h",
+            Memory::CudaFd => "fd",
+            Memory::CudaIpc => "ipc",
+        }
+    }
+
+    /// With host memory the test process itself subscribes, connects and
+    /// publishes beside the `cuframes` processes (see the module's doc).
+    fn in_process(self) -> bool {
+        self == Memory::Host
+    }
+
+    /// Asserts the memory and CUDA sharing a subscriber's summary reports.
+    fn check(self, summary: &Value) {
+        let (memory, share) = match self {
+            Memory::Host => ("host", None),
+            Memory::CudaFd => ("cuda", Some("fd")),
+            Memory::CudaIpc => ("cuda", Some("ipc")),
+        };
+        assert_eq!(summary["memory"], memory, "{self:?}: {summary}");
+        match share {
+            Some(share) => assert_eq!(summary["cuda_share"], share, "{self:?}: {summary}"),
+            None => assert!(summary["cuda_share"].is_null(), "{self:?}: {summary}"),
+        }
+    }
+}
+
+/// `cuframes publish KEY <memory> <options>`, with the test hook set to
+/// `hook` when given; waits until its socket accepts connections (a bare
+/// connection, no HELLO: it does not count for the hook). Returns the
+/// publisher and how long it took to start. Fails at once when the
+/// publisher exits first (for CUDA: no GPU, no driver).
+fn start_publisher(
+    env: &TestEnv,
+    key: &str,
+    memory: Memory,
+    options: &str,
+    hook: Option<&str>,
+) -> (Proc, Duration) {
+    let mut args = vec!["publish", key];
+    args.extend(memory.publish_options().split_whitespace());
+    args.extend(options.split_whitespace());
+    let mut cmd = env.command(&args);
+    if let Some(hook) = hook {
+        cmd.env(ABORT_AT, hook);
+    }
+    let started = Instant::now();
+    let mut publisher = Proc::spawn(&format!("publish {key} ({memory:?})"), cmd);
+    let socket = env.socket(key);
+    loop {
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            return (publisher, started.elapsed());
+        }
+        if !publisher.is_running() {
+            let out = publisher.wait(EXIT_LIMIT);
+            panic!(
+                "`cuframes publish {}` exited before its socket appeared{}: {out}",
+                memory.publish_options(),
+                if memory.in_process() {
+                    ""
+                } else {
+                    " (these tests need an NVIDIA GPU and its driver)"
+                }
+            );
+        }
+        assert!(
+            started.elapsed() < SOCKET_LIMIT,
+            "the publisher's socket {} did not appear within {SOCKET_LIMIT:?}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The subscriber slot named `name` in `key`'s shared header, if any.
+fn reader(env: &TestEnv, key: &str, name: &str) -> Option<SubscriberView> {
+    cuframes::inspect::inspect(key, Some(env.dir()))
+        .ok()?
+        .subscribers()
+        .into_iter()
+        .find(|s| s.name == name)
+}
+
+/// `global_seq` and the subscriber bitmap of `key`, or None when it has no
+/// shared header (any more).
+fn header_state(env: &TestEnv, key: &str) -> Option<(u64, u64)> {
+    let ins = cuframes::inspect::inspect(key, Some(env.dir())).ok()?;
+    ins.header.map(|h| (h.global_seq, h.subscriber_bitmap))
+}
+
+fn global_seq(env: &TestEnv, key: &str) -> u64 {
+    header_state(env, key).map_or(0, |(seq, _)| seq)
+}
+
+fn bitmap(env: &TestEnv, key: &str) -> u64 {
+    header_state(env, key).map_or(0, |(_, bitmap)| bitmap)
+}
+
+/// Waits until the subscriber process `proc`, named `name`, has ACKed
+/// `frames` frames more than when it was first seen in the header (its
+/// ACKs move `last_seen_seq`); fails with its output when it exits first.
+fn wait_reading(env: &TestEnv, key: &str, name: &str, proc: &mut Proc, frames: u64) {
+    let mut base = None;
+    wait_until(READY_LIMIT, &format!("{name} to read {frames} frames"), || {
+        if !proc.is_running() {
+            let out = proc.wait_within(EXIT_LIMIT).unwrap_or_else(|out| out);
+            panic!("{name} exited while it should be reading frames: {out}");
+        }
+        let Some(view) = reader(env, key, name) else {
+            return false;
+        };
+        let base = *base.get_or_insert(view.last_seen_seq);
+        view.last_seen_seq >= base + frames
+    });
+}
+
+/// Polls every millisecond until each of `procs` has exited (at most
+/// `limit`); returns when each exit was first seen (now for those still
+/// running: the caller's `wait` then reports them hung, with their output).
+fn exits_seen(procs: &mut [&mut Proc], limit: Duration) -> Vec<Instant> {
+    let deadline = Instant::now() + limit;
+    let mut seen: Vec<Option<Instant>> = vec![None; procs.len()];
+    while seen.iter().any(Option::is_none) && Instant::now() < deadline {
+        for (proc, seen) in procs.iter_mut().zip(seen.iter_mut()) {
+            if seen.is_none() && !proc.is_running() {
+                *seen = Some(Instant::now());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let now = Instant::now();
+    seen.into_iter().map(|s| s.unwrap_or(now)).collect()
+}
+
+/// A survivor's summary: the stream's memory, nothing mismatched; under
+/// strict-wait nothing lost either (a gapless run of seqs, every frame
+/// verified). Under drop-oldest with host memory every frame is verified
+/// too; with CUDA memory a frame overwritten while it was read (1280x720
+/// takes a while to check) is counted as dropped, not judged
+/// (`docs/cli.md`).
+fn assert_survivor(memory: Memory, summary: &Value, policy: Policy) {
+    memory.check(summary);
+    assert_eq!(uint(summary, "mismatched"), 0, "{summary}");
+    assert!(uint(summary, "frames") >= 1, "{summary}");
+    assert!(uint(summary, "verified") >= 1, "{summary}");
+    if policy == Policy::StrictWait || memory.in_process() {
+        assert_eq!(uint(summary, "verified"), uint(summary, "frames"), "{summary}");
+    } else {
+        assert!(
+            uint(summary, "verified") + uint(summary, "overwritten") >= uint(summary, "frames"),
+            "every frame not verified was overwritten while read: {summary}"
+        );
+    }
+    if policy == Policy::StrictWait {
+        assert_eq!(
+            uint(summary, "dropped"),
+            0,
+            "strict-wait loses nothing: {summary}"
+        );
+        assert_eq!(
+            uint(summary, "last_seq") - uint(summary, "first_seq") + 1,
+            uint(summary, "frames"),
+            "gapless: {summary}"
+        );
     }
 }
 
@@ -55,39 +292,11 @@ fn lease_matches(lease: &FrameLease) -> bool {
     })
 }
 
-/// A survivor's summary: nothing mismatched; under strict-wait nothing
-/// lost either (a gapless run of seqs).
-fn assert_survivor(summary: &Value, policy: Policy) {
-    assert_eq!(uint(summary, "mismatched"), 0, "{summary}");
-    assert!(uint(summary, "frames") >= 1, "{summary}");
-    assert_eq!(uint(summary, "verified"), uint(summary, "frames"), "{summary}");
-    if policy == Policy::StrictWait {
-        assert_eq!(
-            uint(summary, "dropped"),
-            0,
-            "strict-wait loses nothing: {summary}"
-        );
-        assert_eq!(
-            uint(summary, "last_seq") - uint(summary, "first_seq") + 1,
-            uint(summary, "frames"),
-            "gapless: {summary}"
-        );
-    }
-}
-
-/// Waits for a child's exit, polling every millisecond; returns it and the
-/// moment its death was first seen.
-fn reap(mut proc: Proc, limit: Duration) -> (Finished, Instant) {
-    let out = proc
-        .wait_within(limit)
-        .unwrap_or_else(|out| panic!("{} did not exit within {limit:?}: {out}", out.name));
-    (out, Instant::now())
-}
-
-/// An in-process subscriber that reads (and, when `hold` is set, keeps the
-/// first lease it gets) until its publisher goes away; returns when it
-/// learnt, how many frames matched, and whether a held lease stayed
-/// readable and intact-or-detected after the death.
+/// An in-process subscriber (host memory) that reads (and, when `hold` is
+/// set, keeps the first lease it gets) until its publisher goes away;
+/// returns when it learnt, how many frames matched and how many intact ones
+/// did not, after checking that a held lease stayed readable and
+/// intact-or-detected after the death.
 struct Watcher {
     handle: std::thread::JoinHandle<(Instant, u64, u64)>,
     ready: Arc<AtomicBool>,
@@ -151,154 +360,269 @@ impl Watcher {
 }
 
 /// Where the publisher dies.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PubPoint {
-    /// HELLO_REQ of a third subscriber received, no HELLO_RESP.
+    /// HELLO_REQ of the connecting subscriber received, no HELLO_RESP.
     GotHello,
-    /// SUBSCRIBE_REQ received, no SUBSCRIBE_RESP.
+    /// SUBSCRIBE_REQ of the connecting subscriber received, no
+    /// SUBSCRIBE_RESP.
     GotSubscribe,
-    /// SUBSCRIBE_RESP and descriptors sent, no frame for it yet.
+    /// SUBSCRIBE_RESP and descriptors sent to the connecting subscriber, no
+    /// frame for it yet.
     AfterAccept,
-    /// Half-way into writing a slot.
+    /// Half-way into writing a slot (its seq marked "being written").
     MidPublish,
-    /// kill -9 from outside while a subscriber holds a lease.
-    MidStreamHoldingLease,
+    /// kill -9 from outside mid-stream (with host memory, while the
+    /// in-process watcher holds a lease).
+    Killed,
 }
 
-fn publisher_crash(policy: Policy, point: PubPoint) {
-    let env = TestEnv::new();
-    let key = env.key(&format!("pc-{}-{point:?}", policy_arg(policy)).to_lowercase());
-    let hook = match point {
-        // The survivor's and the watcher's handshakes come first.
-        PubPoint::GotHello => Some("pub-got-hello:3".to_owned()),
-        PubPoint::GotSubscribe => Some("pub-got-subscribe:3".to_owned()),
-        PubPoint::AfterAccept => Some("pub-after-accept:3".to_owned()),
-        PubPoint::MidPublish => None, // set below, once we know the seq
-        PubPoint::MidStreamHoldingLease => None,
-    };
-    let mut args: Vec<String> = format!(
-        "publish {key} --memory host --size 64x48 --fps 1000 --frames 0 --ring 4 --policy {} --ack-timeout-ms 30000",
-        policy_arg(policy)
-    )
-    .split_whitespace()
-    .map(str::to_owned)
-    .collect();
-    if matches!(point, PubPoint::MidPublish) {
-        args.extend(["--wait-subscribers".to_owned(), "2".to_owned()]);
-    }
-    let mut cmd = env.command(&args);
-    match (&hook, point) {
-        (Some(h), _) => {
-            cmd.env("CUFRAMES_TEST_ABORT_AT", h);
+impl PubPoint {
+    /// The hook that kills the publisher, `nth` being the handshake of the
+    /// connecting subscriber (the ones before it come first).
+    fn hook(self, nth: usize, memory: Memory) -> Option<String> {
+        match self {
+            PubPoint::GotHello => Some(format!("pub-got-hello:{nth}")),
+            PubPoint::GotSubscribe => Some(format!("pub-got-subscribe:{nth}")),
+            PubPoint::AfterAccept => Some(format!("pub-after-accept:{nth}")),
+            PubPoint::MidPublish => Some(format!("pub-mid-publish:{}", memory.mid_publish_at())),
+            PubPoint::Killed => None,
         }
-        (None, PubPoint::MidPublish) => {
-            cmd.env("CUFRAMES_TEST_ABORT_AT", "pub-mid-publish:300");
+    }
+
+    fn connects(self) -> bool {
+        matches!(
+            self,
+            PubPoint::GotHello | PubPoint::GotSubscribe | PubPoint::AfterAccept
+        )
+    }
+}
+
+/// The subscriber that connects while the publisher dies in its handshake.
+enum Trigger {
+    None,
+    /// In the test process: the result of `connect` and how long it took.
+    InProcess(cuframes::Result<Subscriber>, Duration),
+    /// A `cuframes subscribe` process.
+    Process(Proc),
+}
+
+fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
+    let env = TestEnv::new();
+    let key = env.key(&format!("pc-{}-{}-{point:?}", memory.tag(), policy.name()).to_lowercase());
+    // The handshakes before the connecting subscriber's: the survivor's, and
+    // with host memory the in-process watcher's.
+    let before = if memory.in_process() { 2 } else { 1 };
+    let hook = point.hook(before + 1, memory);
+    let wait = if point == PubPoint::MidPublish {
+        format!(" --wait-subscribers {before}")
+    } else {
+        String::new()
+    };
+    let options = format!(
+        "{} --frames 0 --ring {RING} --policy {} --ack-timeout-ms {ACK_TIMEOUT_MS}{wait}",
+        memory.stream_options(),
+        policy.name()
+    );
+    let (mut publisher, startup) = start_publisher(&env, &key, memory, &options, hook.as_deref());
+    let mut survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
+    let watcher = if memory.in_process() {
+        wait_until(SOCKET_LIMIT, "the survivor", || {
+            bitmap(&env, &key).count_ones() == 1
+        });
+        let watcher = Watcher::start(&env, &key, point == PubPoint::Killed);
+        if point != PubPoint::MidPublish {
+            watcher.wait_ready();
+        }
+        Some(watcher)
+    } else {
+        wait_reading(&env, &key, "survivor", &mut survivor, 20);
+        None
+    };
+
+    let mut trigger = Trigger::None;
+    let mut killed_at = None;
+    match point {
+        _ if point.connects() => {
+            trigger = if memory.in_process() {
+                let started = Instant::now();
+                let result = Subscriber::connect(sub_config(&env, &key, "trigger"));
+                Trigger::InProcess(result, started.elapsed())
+            } else {
+                Trigger::Process(env.subscribe(&key, "--verify --frames 0 --name trigger --timeout-ms 20000"))
+            };
+        }
+        PubPoint::Killed => {
+            std::thread::sleep(Duration::from_millis(if memory.in_process() { 50 } else { 200 }));
+            killed_at = Some(Instant::now());
+            publisher.kill9();
         }
         _ => {}
     }
-    let mut publisher = Proc::spawn(&format!("publish {key}"), cmd);
-    env.wait_for_socket(&key);
-    let survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
-    wait_until(SOCKET_LIMIT, "the survivor", || {
-        header_state(&env, &key).1.count_ones() == 1
-    });
-    let hold = matches!(point, PubPoint::MidStreamHoldingLease);
-    let watcher = Watcher::start(&env, &key, hold);
-    if !matches!(point, PubPoint::MidPublish) {
-        watcher.wait_ready();
-    }
+    let seen = {
+        let mut procs: Vec<&mut Proc> = vec![&mut publisher, &mut survivor];
+        if let Trigger::Process(t) = &mut trigger {
+            procs.push(t);
+        }
+        exits_seen(&mut procs, EXIT_LIMIT + SURVIVOR_EXIT_LIMIT)
+    };
+    let reap_limit = Duration::from_millis(500);
+    let out = publisher.wait(reap_limit);
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "the publisher should have been killed: {out}"
+    );
+    // kill(2) for the mid-stream case, else when its exit was seen.
+    let death = killed_at.unwrap_or(seen[0]);
 
-    let mut trigger_result = None;
-    let death_seen = match point {
-        PubPoint::GotHello | PubPoint::GotSubscribe | PubPoint::AfterAccept => {
-            let started = Instant::now();
-            let result = Subscriber::connect(sub_config(&env, &key, "trigger"));
-            let took = started.elapsed();
-            let (out, seen) = reap(publisher, EXIT_LIMIT);
-            assert_eq!(out.status.signal(), Some(9), "{out}");
-            match result {
-                Err(e) => {
-                    assert!(
-                        took < Duration::from_secs(1),
-                        "the connecting subscriber learnt in {took:?} ({e})"
-                    );
-                    trigger_result = Some(format!("connect failed in {took:?}: {}", e.kind().describe()));
-                }
-                Ok(mut sub) => {
-                    // Accepted just before the death: the next call says so.
-                    let t = Instant::now();
-                    let err = sub.next(Some(Duration::from_secs(2))).map(|_| ()).unwrap_err();
-                    assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
-                    assert!(t.elapsed() < DETECT_LIMIT, "{:?}", t.elapsed());
-                    trigger_result = Some("connected, then DISCONNECTED".into());
-                }
-            }
-            seen
-        }
-        PubPoint::MidPublish => {
-            let (out, seen) = reap(publisher, EXIT_LIMIT);
-            assert_eq!(out.status.signal(), Some(9), "{out}");
-            seen
-        }
-        PubPoint::MidStreamHoldingLease => {
-            std::thread::sleep(Duration::from_millis(50));
-            let killed_at = Instant::now();
-            publisher.kill9();
-            let (out, _) = reap(publisher, EXIT_LIMIT);
-            assert_eq!(out.status.signal(), Some(9), "{out}");
-            killed_at
+    let watcher_note = match watcher {
+        None => "-".to_owned(),
+        Some(watcher) => {
+            let (learnt_at, matched, bad) = watcher.join();
+            let detect = learnt_at.saturating_duration_since(death);
+            assert_eq!(bad, 0, "the watcher saw a mismatched frame");
+            assert!(matched >= 1);
+            assert!(
+                detect < DETECT_LIMIT,
+                "the watcher learnt {detect:?} after the death"
+            );
+            format!("learnt {detect:?} after the death (0 = before this test saw it)")
         }
     };
-    let (learnt_at, matched, bad) = watcher.join();
-    let detect = learnt_at.saturating_duration_since(death_seen);
-    assert_eq!(bad, 0, "the watcher saw a mismatched frame");
-    assert!(matched >= 1);
+
+    let survivor_exit = seen[1].saturating_duration_since(death);
+    let out = survivor.wait(reap_limit);
+    let line = out.assert_error(&["disconnected"]);
+    assert!(!line.contains("shut down"), "a crash is not a SHUTDOWN: {line}");
+    let summary = out.json();
+    assert_survivor(memory, &summary, policy);
     assert!(
-        detect < DETECT_LIMIT,
-        "the watcher learnt {detect:?} after the death"
+        survivor_exit < SURVIVOR_EXIT_LIMIT,
+        "the survivor exited {survivor_exit:?} after the publisher's death: {out}"
     );
 
-    let out = survivor.wait(EXIT_LIMIT);
-    let line = out.assert_error(&["disconnected"]);
-    assert!(!line.contains("shut down"), "{line}");
-    let summary = out.json();
-    assert_survivor(&summary, policy);
+    let trigger_note = match trigger {
+        Trigger::None => "-".to_owned(),
+        Trigger::InProcess(Err(e), took) => {
+            assert!(
+                took < Duration::from_secs(1),
+                "the connecting subscriber learnt in {took:?} ({e})"
+            );
+            format!("connect failed in {took:?}: {}", e.kind().describe())
+        }
+        Trigger::InProcess(Ok(mut sub), _) => {
+            // Accepted just before the death: the next call says so.
+            let t = Instant::now();
+            let err = sub.next(Some(Duration::from_secs(2))).map(|_| ()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
+            assert!(t.elapsed() < DETECT_LIMIT, "{:?}", t.elapsed());
+            "connected, then DISCONNECTED".to_owned()
+        }
+        Trigger::Process(t) => {
+            let after = seen[2].saturating_duration_since(death);
+            let out = t.wait(reap_limit);
+            // Refused during the handshake, or accepted and then told
+            // DISCONNECTED (when the dead publisher's slots would not open,
+            // the subscriber says the publisher went away, not the driver's
+            // error): a clean error either way, never a timeout.
+            let line = out.assert_error(&[]);
+            assert!(
+                !line.contains("in time") && !line.contains("no frame from"),
+                "the connecting subscriber timed out instead of learning of the death: {out}"
+            );
+            assert!(
+                !line.contains("cuIpcOpenMemHandle") || line.contains("went away during the handshake"),
+                "a dead publisher's handles reported as a CUDA error, not as its death: {out}"
+            );
+            assert!(
+                after < TRIGGER_EXIT_LIMIT,
+                "the connecting subscriber exited {after:?} after the publisher's death: {out}"
+            );
+            format!("exited {after:?} after the death: {line}")
+        }
+    };
 
-    // A new publisher takes the key over at once.
-    let started = Instant::now();
-    let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 64, 48);
-    config.memory = MemoryRequest::Host;
-    config.runtime_dir = Some(env.dir().to_owned());
-    let mut fresh = Publisher::create(config).expect("a new publisher on the key");
-    let took_over = started.elapsed();
-    assert!(took_over < Duration::from_millis(500), "took {took_over:?}");
-    let mut sub = Subscriber::connect(sub_config(&env, &key, "after")).unwrap();
-    let layout = fresh.layout().clone();
-    fresh
-        .publish_with(0, |planes| pattern::fill_frame(&layout, 0, planes))
-        .unwrap();
-    assert!(lease_matches(&sub.next(Some(Duration::from_secs(1))).unwrap()));
+    // A new publisher takes the key over at once, and a fresh subscriber
+    // verifies its frames.
+    let (took_over, fresh_note) = if memory.in_process() {
+        let started = Instant::now();
+        let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 64, 48);
+        config.memory = MemoryRequest::Host;
+        config.runtime_dir = Some(env.dir().to_owned());
+        let mut fresh = Publisher::create(config).expect("a new publisher on the key");
+        let took_over = started.elapsed();
+        assert!(took_over < Duration::from_millis(500), "took {took_over:?}");
+        let mut sub = Subscriber::connect(sub_config(&env, &key, "after")).unwrap();
+        let layout = fresh.layout().clone();
+        fresh
+            .publish_with(0, |planes| pattern::fill_frame(&layout, 0, planes))
+            .unwrap();
+        assert!(lease_matches(&sub.next(Some(Duration::from_secs(1))).unwrap()));
+        (took_over, "1/1".to_owned())
+    } else {
+        // Strict-wait whatever the case's policy: a subscriber still opening
+        // its slots must not be lapped. The socket comes after CUDA context
+        // creation (~200 ms, as at a first start), so no bound here beyond
+        // SOCKET_LIMIT.
+        let options = format!(
+            "{} --frames 20 --ring {RING} --policy strict-wait --wait-subscribers 1",
+            memory.stream_options()
+        );
+        let (fresh, took_over) = start_publisher(&env, &key, memory, &options, None);
+        let after = env.subscribe(&key, "--verify --frames 20 --name after");
+        let fresh_summary = after.wait(EXIT_LIMIT).assert_success().json();
+        memory.check(&fresh_summary);
+        assert_all_verified(&fresh_summary, 1, 20);
+        fresh.wait(EXIT_LIMIT).assert_success();
+        (took_over, format!("{}/20", uint(&fresh_summary, "verified")))
+    };
+
+    let death_is = if killed_at.is_some() {
+        "kill(2)"
+    } else {
+        "its exit was seen"
+    };
     eprintln!(
-        "publisher killed {point:?} ({}): watcher learnt {detect:?} after the death was seen (kill(2) for the mid-stream case; 0 = before this test saw it); survivor {} frames, {} dropped; trigger: {}; new publisher in {took_over:?}",
+        "{memory:?} publisher killed {point:?} ({}): survivor exited {survivor_exit:?} after the death ({death_is}), \
+         {} frames (seqs {}..{}), {} verified, {} dropped, {} mismatched, error: {line}; watcher: {watcher_note}; \
+         trigger: {trigger_note}; new publisher in {took_over:?} (first publisher's socket: {startup:?}); \
+         fresh subscriber verified {fresh_note}",
         policy.name(),
         uint(&summary, "frames"),
+        uint(&summary, "first_seq"),
+        uint(&summary, "last_seq"),
+        uint(&summary, "verified"),
         uint(&summary, "dropped"),
-        trigger_result.unwrap_or_else(|| "-".into()),
+        uint(&summary, "mismatched"),
     );
 }
 
 /// Where the subscriber dies.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SubPoint {
     BeforeHello,
     AfterHello,
     AfterAccept,
+    /// `next()` hands out its 5th lease, never released.
     HoldingLease,
     /// kill -9 from outside, mid-stream.
     MidStream,
 }
 
-/// What the publishing thread reports.
+impl SubPoint {
+    fn hook(self) -> Option<&'static str> {
+        match self {
+            SubPoint::BeforeHello => Some("sub-before-hello"),
+            SubPoint::AfterHello => Some("sub-after-hello"),
+            SubPoint::AfterAccept => Some("sub-after-accept"),
+            SubPoint::HoldingLease => Some("sub-holding-lease:5"),
+            SubPoint::MidStream => None,
+        }
+    }
+}
+
+/// What the in-process publishing thread reports.
 #[derive(Default)]
 struct Progress {
     published: AtomicU64,
@@ -307,56 +631,82 @@ struct Progress {
     stop: AtomicBool,
 }
 
-fn subscriber_crash(policy: Policy, point: SubPoint) {
+/// The publisher of a subscriber case.
+enum Publishing {
+    /// Host memory: a thread of the test process publishing until told to
+    /// stop, every publish timed.
+    InProcess {
+        worker: std::thread::JoinHandle<Publisher>,
+        progress: Arc<Progress>,
+    },
+    /// CUDA memory: `cuframes publish` with CUDA_SUB_FRAMES frames.
+    Process { proc: Proc, startup: Duration },
+}
+
+fn subscriber_crash(memory: Memory, policy: Policy, point: SubPoint) {
     let env = TestEnv::new();
-    let key = env.key(&format!("sc-{}-{point:?}", policy_arg(policy)).to_lowercase());
-    let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 64, 48);
-    config.memory = MemoryRequest::Host;
-    config.policy = policy;
-    config.ack_timeout = Duration::from_secs(30);
-    config.ring_size = 4;
-    config.runtime_dir = Some(env.dir().to_owned());
-    let publisher = Publisher::create(config).expect("publisher");
-    let survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
-    publisher
-        .wait_for_subscribers(1, SOCKET_LIMIT)
-        .expect("the survivor");
-
-    let progress = Arc::new(Progress::default());
-    let worker = {
-        let progress = progress.clone();
-        let mut publisher = publisher;
-        std::thread::spawn(move || {
-            let layout = publisher.layout().clone();
-            while !progress.stop.load(Ordering::Relaxed) {
-                let index = publisher.next_seq() - 1;
-                let started = Instant::now();
+    let key = env.key(&format!("sc-{}-{}-{point:?}", memory.tag(), policy.name()).to_lowercase());
+    let started = Instant::now();
+    let mut survivor;
+    let publishing = if memory.in_process() {
+        let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 64, 48);
+        config.memory = MemoryRequest::Host;
+        config.policy = policy;
+        config.ack_timeout = Duration::from_millis(ACK_TIMEOUT_MS);
+        config.ring_size = RING;
+        config.runtime_dir = Some(env.dir().to_owned());
+        let publisher = Publisher::create(config).expect("publisher");
+        survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
+        publisher
+            .wait_for_subscribers(1, SOCKET_LIMIT)
+            .expect("the survivor");
+        let progress = Arc::new(Progress::default());
+        let worker = {
+            let progress = progress.clone();
+            let mut publisher = publisher;
+            std::thread::spawn(move || {
+                let layout = publisher.layout().clone();
+                while !progress.stop.load(Ordering::Relaxed) {
+                    let index = publisher.next_seq() - 1;
+                    let started = Instant::now();
+                    publisher
+                        .publish_with(index as i64, |planes| pattern::fill_frame(&layout, index, planes))
+                        .expect("publish");
+                    progress
+                        .slowest_publish_us
+                        .fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    progress
+                        .subscribers
+                        .store(publisher.subscriber_count(), Ordering::Relaxed);
+                    progress.published.store(index + 1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_micros(500));
+                }
                 publisher
-                    .publish_with(index as i64, |planes| pattern::fill_frame(&layout, index, planes))
-                    .expect("publish");
-                progress
-                    .slowest_publish_us
-                    .fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-                progress
-                    .subscribers
-                    .store(publisher.subscriber_count(), Ordering::Relaxed);
-                progress.published.store(index + 1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_micros(500));
-            }
-            publisher
-        })
+            })
+        };
+        wait_until(SOCKET_LIMIT, "20 frames", || {
+            progress.published.load(Ordering::Relaxed) >= 20
+        });
+        Publishing::InProcess { worker, progress }
+    } else {
+        let options = format!(
+            "{} --frames {CUDA_SUB_FRAMES} --ring {RING} --policy {} --ack-timeout-ms {ACK_TIMEOUT_MS} --wait-subscribers 1",
+            memory.stream_options(),
+            policy.name()
+        );
+        let (proc, startup) = start_publisher(&env, &key, memory, &options, None);
+        survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
+        wait_reading(&env, &key, "survivor", &mut survivor, 10);
+        Publishing::Process { proc, startup }
     };
-    wait_until(SOCKET_LIMIT, "20 frames", || {
-        progress.published.load(Ordering::Relaxed) >= 20
-    });
+    let survivor_only = bitmap(&env, &key);
+    assert_eq!(
+        survivor_only.count_ones(),
+        1,
+        "only the survivor: {survivor_only:#b}"
+    );
 
-    let hook = match point {
-        SubPoint::BeforeHello => Some("sub-before-hello"),
-        SubPoint::AfterHello => Some("sub-after-hello"),
-        SubPoint::AfterAccept => Some("sub-after-accept"),
-        SubPoint::HoldingLease => Some("sub-holding-lease:5"),
-        SubPoint::MidStream => None,
-    };
+    let hook = point.hook();
     let args = [
         "subscribe",
         &key,
@@ -368,78 +718,184 @@ fn subscriber_crash(policy: Policy, point: SubPoint) {
         "victim",
     ];
     let mut cmd = env.command(&args);
-    if let Some(h) = hook {
-        cmd.env("CUFRAMES_TEST_ABORT_AT", h);
+    if let Some(hook) = hook {
+        cmd.env(ABORT_AT, hook);
     }
+    let spawned = Instant::now();
     let mut victim = Proc::spawn("victim", cmd);
-    let died_at = match point {
-        SubPoint::MidStream => {
-            wait_until(SOCKET_LIMIT, "the victim to join", || {
+    let mut killed_at = None;
+    if point == SubPoint::MidStream {
+        wait_reading(&env, &key, "victim", &mut victim, 1);
+        if let Publishing::InProcess { progress, .. } = &publishing {
+            wait_until(SOCKET_LIMIT, "the publisher to count the victim", || {
                 progress.subscribers.load(Ordering::Relaxed) == 2
             });
-            let at = progress.published.load(Ordering::Relaxed);
-            wait_until(SOCKET_LIMIT, "50 frames with the victim", || {
-                progress.published.load(Ordering::Relaxed) >= at + 50
-            });
-            victim.kill9();
-            let (out, seen) = reap(victim, EXIT_LIMIT);
-            assert_eq!(out.status.signal(), Some(9), "{out}");
-            seen
         }
-        _ => {
-            let (out, seen) = reap(victim, EXIT_LIMIT);
-            assert_eq!(out.status.signal(), Some(9), "the hook kills the victim: {out}");
-            seen
+        let at = global_seq(&env, &key);
+        wait_until(READY_LIMIT, "50 frames with the victim", || {
+            global_seq(&env, &key) >= at + 50
+        });
+        killed_at = Some(Instant::now());
+        victim.kill9();
+    }
+    let seen = exits_seen(&mut [&mut victim], EXIT_LIMIT)[0];
+    let out = victim.wait(Duration::from_millis(500));
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "the victim should have been killed (by the hook {hook:?}, or by the test): {out}"
+    );
+    let died = killed_at.unwrap_or(seen);
+    let victim_life = died.saturating_duration_since(spawned);
+
+    // Its subscriber slot and bit are freed at once: only the survivor's bit
+    // is left (with CUDA memory the stream may have ended already, its
+    // header gone; the in-process publisher streams on and counts one
+    // subscriber).
+    let freed = wait_until(Duration::from_secs(1), "the victim's slot to be freed", || {
+        let counted = match &publishing {
+            Publishing::InProcess { progress, .. } => progress.subscribers.load(Ordering::Relaxed) == 1,
+            Publishing::Process { .. } => true,
+        };
+        counted
+            && match header_state(&env, &key) {
+                Some((_, bitmap)) => bitmap == survivor_only && reader(&env, &key, "victim").is_none(),
+                None => !memory.in_process(),
+            }
+    });
+
+    // The publisher never waits for the dead subscriber.
+    let (summary, published, publisher_note) = match publishing {
+        Publishing::InProcess { worker, progress } => {
+            let at = progress.published.load(Ordering::Relaxed);
+            wait_until(Duration::from_secs(10), "200 more frames", || {
+                progress.published.load(Ordering::Relaxed) >= at + 200
+            });
+            progress.stop.store(true, Ordering::Relaxed);
+            let publisher = worker.join().expect("publishing thread");
+            let published = publisher.next_seq() - 1;
+            assert_eq!(publisher.stats().ack_timeouts, 0, "no ACK timeout was needed");
+            let slowest = Duration::from_micros(progress.slowest_publish_us.load(Ordering::Relaxed));
+            assert!(slowest < Duration::from_secs(1), "a publish took {slowest:?}");
+            publisher
+                .flush(Duration::from_secs(5))
+                .expect("survivor releases everything");
+            drop(publisher); // SHUTDOWN
+            let summary = survivor.wait(EXIT_LIMIT).assert_success().json();
+            (
+                summary,
+                published,
+                format!("in process, slowest publish {slowest:?}"),
+            )
+        }
+        Publishing::Process { proc, startup } => {
+            // All its frames in about their nominal time, far below the
+            // ACK timeout.
+            let bound = Duration::from_millis(CUDA_SUB_FRAMES * 1000 / 300) + Duration::from_secs(10);
+            let limit = bound.saturating_sub(started.elapsed());
+            let out = survivor.wait_within(limit).unwrap_or_else(|out| {
+                panic!(
+                    "the survivor did not end within {bound:?} of the publisher's start: \
+                     the publisher waited for the dead subscriber? {out}"
+                )
+            });
+            let summary = out.assert_success().json();
+            let pub_out = proc.wait(EXIT_LIMIT);
+            pub_out.assert_success();
+            let took = started.elapsed();
+            assert!(
+                took < bound,
+                "the publisher took {took:?} (bound {bound:?}): it waited for the dead subscriber: {pub_out}"
+            );
+            assert!(
+                pub_out
+                    .stderr
+                    .contains(&format!("published {CUDA_SUB_FRAMES} frames in ")),
+                "{pub_out}"
+            );
+            assert!(
+                pub_out.stderr.contains("; 0 dropped for ACK timeout"),
+                "no ACK timeout was needed: {pub_out}"
+            );
+            let line = pub_out.stderr.lines().last().unwrap_or_default().to_owned();
+            let note =
+                format!("socket in {startup:?}, ended {took:?} after its start (bound {bound:?}): {line}");
+            (summary, CUDA_SUB_FRAMES, note)
         }
     };
-    // Its bit is reclaimed at once: only the survivor's (bit 1) is left.
-    let reclaimed = wait_until(Duration::from_secs(1), "the victim's bit to be reclaimed", || {
-        progress.subscribers.load(Ordering::Relaxed) == 1 && header_state(&env, &key).1 == 0b10
-    });
-    let at = progress.published.load(Ordering::Relaxed);
-    wait_until(Duration::from_secs(10), "200 more frames", || {
-        progress.published.load(Ordering::Relaxed) >= at + 200
-    });
-    progress.stop.store(true, Ordering::Relaxed);
-    let publisher = worker.join().expect("publishing thread");
-    let published = publisher.next_seq() - 1;
-    assert_eq!(publisher.stats().ack_timeouts, 0, "no ACK timeout was needed");
-    let slowest = Duration::from_micros(progress.slowest_publish_us.load(Ordering::Relaxed));
-    assert!(slowest < Duration::from_secs(1), "a publish took {slowest:?}");
-    publisher
-        .flush(Duration::from_secs(5))
-        .expect("survivor releases everything");
-    drop(publisher); // SHUTDOWN
 
-    let out = survivor.wait(EXIT_LIMIT);
-    let summary = out.assert_success().json();
+    memory.check(&summary);
     match policy {
         Policy::StrictWait => assert_all_verified(&summary, 1, published),
-        Policy::DropOldest => assert_survivor(&summary, policy),
+        Policy::DropOldest => {
+            assert_survivor(memory, &summary, policy);
+            if !memory.in_process() {
+                assert_eq!(uint(&summary, "last_seq"), published, "the last frame: {summary}");
+                assert!(
+                    uint(&summary, "frames") >= published / 2,
+                    "the survivor kept reading: {summary}"
+                );
+            }
+        }
     }
     eprintln!(
-        "subscriber killed {point:?} ({}): bit reclaimed {reclaimed:?} after its death was seen ({:?} ago); survivor {} of {published} frames, slowest publish {slowest:?}",
+        "{memory:?} subscriber killed {point:?} ({}): victim died {victim_life:?} after its start, slot and bit \
+         freed {freed:?} after its death was seen; publisher ({publisher_note}, ACK timeout {ACK_TIMEOUT_MS} ms); \
+         survivor {} of {published} frames verified, {} dropped, {} mismatched",
         policy.name(),
-        died_at.elapsed(),
-        uint(&summary, "frames"),
+        uint(&summary, "verified"),
+        uint(&summary, "dropped"),
+        uint(&summary, "mismatched"),
     );
 }
 
-macro_rules! matrix {
-    ($($name:ident: $f:ident($policy:ident, $point:expr);)*) => {
-        $(
-            #[test]
-            fn $name() {
-                let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-                $f(Policy::$policy, $point);
-            }
-        )*
-    };
+/// One case at a time: the bounds are about the library, not about a
+/// 2-core machine running ten process trees at once, nor several sharing
+/// one GPU.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn case(run: impl FnOnce()) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    run();
 }
 
-/// The cases run one at a time: the 50 ms detection bound is about the
-/// library, not about a 2-core machine running ten process trees at once.
-static SERIAL: Mutex<()> = Mutex::new(());
+/// One test per (case, memory): `host::<case>`, and the ignored
+/// `needs_gpu::cuda_fd::<case>` and `needs_gpu::cuda_ipc::<case>`.
+macro_rules! matrix {
+    ($($name:ident: $f:ident($policy:ident, $point:expr);)*) => {
+        mod host {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    case(|| $f(Memory::Host, Policy::$policy, $point));
+                }
+            )*
+        }
+        mod needs_gpu {
+            mod cuda_fd {
+                use super::super::*;
+                $(
+                    #[test]
+                    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+                    fn $name() {
+                        case(|| $f(Memory::CudaFd, Policy::$policy, $point));
+                    }
+                )*
+            }
+            mod cuda_ipc {
+                use super::super::*;
+                $(
+                    #[test]
+                    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+                    fn $name() {
+                        case(|| $f(Memory::CudaIpc, Policy::$policy, $point));
+                    }
+                )*
+            }
+        }
+    };
+}
 
 matrix! {
     publisher_dies_on_hello_drop_oldest: publisher_crash(DropOldest, PubPoint::GotHello);
@@ -450,8 +906,8 @@ matrix! {
     publisher_dies_after_accept_strict_wait: publisher_crash(StrictWait, PubPoint::AfterAccept);
     publisher_dies_mid_publish_drop_oldest: publisher_crash(DropOldest, PubPoint::MidPublish);
     publisher_dies_mid_publish_strict_wait: publisher_crash(StrictWait, PubPoint::MidPublish);
-    publisher_killed_while_lease_held_drop_oldest: publisher_crash(DropOldest, PubPoint::MidStreamHoldingLease);
-    publisher_killed_while_lease_held_strict_wait: publisher_crash(StrictWait, PubPoint::MidStreamHoldingLease);
+    publisher_killed_mid_stream_drop_oldest: publisher_crash(DropOldest, PubPoint::Killed);
+    publisher_killed_mid_stream_strict_wait: publisher_crash(StrictWait, PubPoint::Killed);
     subscriber_dies_before_hello_drop_oldest: subscriber_crash(DropOldest, SubPoint::BeforeHello);
     subscriber_dies_before_hello_strict_wait: subscriber_crash(StrictWait, SubPoint::BeforeHello);
     subscriber_dies_after_hello_drop_oldest: subscriber_crash(DropOldest, SubPoint::AfterHello);
