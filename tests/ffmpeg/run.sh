@@ -519,13 +519,20 @@ held() {
         -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
         -wait_subscribers 1 "$KEY"
     local pub=$BGPID
-    ff 60 -xerror -f cuframes -i "$KEY" -vf "$filter" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
+    ff 60 -xerror -loglevel debug -f cuframes -i "$KEY" -vf "$filter" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
         { echo "  subscriber failed"; ok=0; }
     waitrc $pub || { echo "  publisher failed"; ok=0; }
     same_frames "$name" "$d/ref.md5" "$d/sub.md5" $n || ok=0
+    # copy=auto: the shared slots while the ring can spare them, then private
+    # copies; the device's debug line says which each frame is.
+    local slots copies
+    slots=$(grep -c "frame seq [0-9]* pts [0-9-]*: host 0x[0-9a-f]*, the shared slot" "$d/sub.err")
+    copies=$(grep -c "frame seq [0-9]* pts [0-9-]*: host 0x[0-9a-f]*, private copy" "$d/sub.err")
+    [ "$slots" -ge 1 ] && [ "$copies" -ge 1 ] && [ $((slots + copies)) = $n ] ||
+        { echo "  $slots shared slots + $copies private copies logged, expected both and $n in all"; ok=0; }
     grep -q "dropped by publisher" "$d/sub.err" && { echo "  the subscriber was dropped"; ok=0; }
     [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
-    result "held frames: -vf $filter, ring 4" $ok "($((SECONDS - t)) s)"
+    result "held frames: -vf $filter, ring 4" $ok "($slots shared slots, $copies copies, $((SECONDS - t)) s)"
 }
 
 # The same with copy=never: the graph holds every slot and the publisher
