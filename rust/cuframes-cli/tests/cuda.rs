@@ -100,6 +100,52 @@ mod needs_gpu {
         }
     }
 
+    /// D28's fallback: where stream memory operations fail, an fd-mode
+    /// publisher has no fence array and synchronises each frame's copy before
+    /// announcing it, and says so. The test hook stands in for such a GPU.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn fd_mode_without_stream_memory_operations_synchronises_instead() {
+        let env = TestEnv::new();
+        let key = env.key("nomemops");
+        let args = [
+            "publish",
+            &key,
+            "--memory",
+            "cuda",
+            "--cuda-share",
+            "fd",
+            "--size",
+            "1920x1080",
+            "--fps",
+            "0",
+            "--frames",
+            "300",
+            "--policy",
+            "strict-wait",
+            "--wait-subscribers",
+            "2",
+        ];
+        let mut cmd = env.command(&args);
+        cmd.env("CUFRAMES_TEST_NO_STREAM_MEMOPS", "1");
+        let publisher = Proc::spawn("publish without stream memory operations", cmd);
+        env.wait_for_socket(&key);
+        let a = env.subscribe(&key, "--verify --frames 300");
+        let b = env.subscribe(&key, "--verify --frames 300 --name second");
+        for s in [a, b] {
+            let summary = s.wait(Duration::from_secs(60)).assert_success().json();
+            assert_eq!(summary["memory"], "cuda", "{summary}");
+            assert_eq!(summary["cuda_share"], "fd", "{summary}");
+            assert_all_verified(&summary, 1, 300);
+        }
+        let out = publisher.wait(EXIT_LIMIT);
+        out.assert_success();
+        assert!(
+            out.stderr.contains("stream memory operations are unavailable"),
+            "the publisher did not say it falls back: {out}"
+        );
+    }
+
     /// Also needs namespaces (root and unshare).
     mod needs_namespaces {
         use super::*;

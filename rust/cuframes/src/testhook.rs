@@ -24,6 +24,11 @@
 //! each time it reaches `<point>` instead: `sub-connected` (the end of
 //! `Subscriber::connect`) then plays a consumer that is slow to start (its
 //! first frames published meanwhile).
+//!
+//! `CUFRAMES_TEST_NO_STREAM_MEMOPS=1` makes a CUDA publisher in fd mode act as
+//! on a GPU whose stream memory operations fail (D28): no fence array, a
+//! synchronise before each frame is announced. The H200 supports them, so
+//! only this reaches that path on a GPU.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,4 +94,14 @@ pub(crate) fn abort_at(point: &str) {
     {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
+}
+
+/// The environment variable that disables stream memory operations.
+pub const NO_STREAM_MEMOPS_ENV: &str = "CUFRAMES_TEST_NO_STREAM_MEMOPS";
+
+/// True when a test asks CUDA publishers to act as if stream memory
+/// operations failed.
+pub(crate) fn stream_memops_disabled() -> bool {
+    static DISABLED: OnceLock<bool> = OnceLock::new();
+    *DISABLED.get_or_init(|| std::env::var(NO_STREAM_MEMOPS_ENV).is_ok_and(|v| v == "1"))
 }
