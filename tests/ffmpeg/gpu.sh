@@ -200,6 +200,26 @@ test_containers() {
     [ $ok = 1 ] || show "$d/pub.err" "$d/a.err" "$d/b.err"
     result "containers: NVDEC -> 2 CUDA subscribers, volume only" $ok "($((SECONDS - t)) s)"
 
+    # 4K: a 90-frame clip through the same two containers, framemd5-exact.
+    t=$SECONDS ok=1
+    local clip4k="$d/clip-4k.mp4"
+    ff 120 -f lavfi -i "testsrc2=size=3840x2160:rate=30" -frames:v 90 -c:v libx264 -preset ultrafast \
+        -pix_fmt yuv420p "$clip4k" 2>"$d/clip-4k.err" || ok=0
+    ff 120 -hwaccel cuda -hwaccel_output_format cuda -i "$clip4k" -vf "$DOWN" -f framemd5 - \
+        >"$d/ref-4k.md5" 2>"$d/ref-4k.err" || ok=0
+    newkey
+    ibg 120 /dev/null "$d/pub-4k.err" -loglevel verbose -hwaccel cuda -hwaccel_output_format cuda -i "$clip4k" \
+        -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local p4=$BGPID
+    ibg 120 "$d/sub-4k.md5" "$d/sub-4k.err" -f cuframes -timeout 30 -i "$KEY" -vf "$DOWN" -f framemd5 -
+    local s4=$BGPID
+    waitrc $s4 || { echo "  4K subscriber failed"; ok=0; }
+    waitrc $p4 || { echo "  4K publisher failed"; ok=0; }
+    same_frames "4K" "$d/ref-4k.md5" "$d/sub-4k.md5" 90 || ok=0
+    grep -q "CUDA memory shared as file descriptors" "$d/pub-4k.err" || { echo "  the publisher did not share fds"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub-4k.err" "$d/sub-4k.err"
+    result "containers: NVDEC 4K -> CUDA subscriber, volume only" $ok "($((SECONDS - t)) s)"
+
     # kill -9 of the isolated publisher: the isolated subscriber follows a new one.
     t=$SECONDS ok=1
     newkey
