@@ -146,6 +146,68 @@ mod needs_gpu {
         );
     }
 
+    /// A GPU that cannot share memory as file descriptors (a MIG instance, a
+    /// GPU or driver without VMM; simulated by the test hook): `cuda_share=fd`
+    /// is refused with the reason and the way out, `auto` falls back to IPC
+    /// handles, says why, and delivers every frame.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn without_fd_sharing_fd_is_refused_and_auto_uses_ipc() {
+        let env = TestEnv::new();
+        let key = env.key("nofd");
+        let mut cmd = env.command(&[
+            "publish",
+            &key,
+            "--memory",
+            "cuda",
+            "--cuda-share",
+            "fd",
+            "--frames",
+            "10",
+        ]);
+        cmd.env("CUFRAMES_TEST_NO_FD_SHARING", "1");
+        let refused = Proc::spawn("publish fd without fd sharing", cmd).wait(EXIT_LIMIT);
+        refused.assert_error(&[
+            "cuda_share=fd",
+            "cannot export memory as file descriptors",
+            "use cuda_share=ipc",
+        ]);
+
+        let args = [
+            "publish",
+            &key,
+            "--memory",
+            "cuda",
+            "--size",
+            "1280x720",
+            "--fps",
+            "0",
+            "--frames",
+            "200",
+            "--policy",
+            "strict-wait",
+            "--wait-subscribers",
+            "1",
+        ];
+        let mut cmd = env.command(&args);
+        cmd.env("CUFRAMES_TEST_NO_FD_SHARING", "1");
+        let publisher = Proc::spawn("publish auto without fd sharing", cmd);
+        env.wait_for_socket(&key);
+        let summary = env
+            .subscribe(&key, "--verify --frames 200")
+            .wait(Duration::from_secs(60))
+            .assert_success()
+            .json();
+        assert_eq!(summary["cuda_share"], "ipc", "{summary}");
+        assert_all_verified(&summary, 1, 200);
+        let out = publisher.wait(EXIT_LIMIT);
+        out.assert_success();
+        assert!(
+            out.stderr.contains("shared as CUDA IPC handles instead"),
+            "auto did not say why it fell back: {out}"
+        );
+    }
+
     /// Also needs namespaces (root and unshare).
     mod needs_namespaces {
         use super::*;

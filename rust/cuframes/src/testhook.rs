@@ -28,7 +28,10 @@
 //! `CUFRAMES_TEST_NO_STREAM_MEMOPS=1` makes a CUDA publisher in fd mode act as
 //! on a GPU whose stream memory operations fail (D28): no fence array, a
 //! synchronise before each frame is announced. The H200 supports them, so
-//! only this reaches that path on a GPU.
+//! only this reaches that path on a GPU. `CUFRAMES_TEST_NO_FD_SHARING=1`
+//! makes the GPU look unable to share memory as file descriptors (as a MIG
+//! instance or a GPU without VMM is): `cuda_share=fd` is refused, `auto`
+//! falls back to IPC handles and says why.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,4 +107,14 @@ pub const NO_STREAM_MEMOPS_ENV: &str = "CUFRAMES_TEST_NO_STREAM_MEMOPS";
 pub(crate) fn stream_memops_disabled() -> bool {
     static DISABLED: OnceLock<bool> = OnceLock::new();
     *DISABLED.get_or_init(|| std::env::var(NO_STREAM_MEMOPS_ENV).is_ok_and(|v| v == "1"))
+}
+
+/// The environment variable that makes fd sharing look unsupported.
+pub const NO_FD_SHARING_ENV: &str = "CUFRAMES_TEST_NO_FD_SHARING";
+
+/// True when a test asks CUDA publishers to act as if the GPU could not
+/// export memory as file descriptors.
+pub(crate) fn fd_sharing_disabled() -> bool {
+    static DISABLED: OnceLock<bool> = OnceLock::new();
+    *DISABLED.get_or_init(|| std::env::var(NO_FD_SHARING_ENV).is_ok_and(|v| v == "1"))
 }

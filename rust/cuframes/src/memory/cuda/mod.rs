@@ -124,7 +124,12 @@ impl CudaPool {
                 ));
             }
             (_, None) => Self::fd_slots(ctx.device, layout, ring_size, stream_of(binding.stream))?,
-            (_, Some(_)) => {
+            (share, Some(why)) => {
+                if share != CudaShareRequest::Ipc {
+                    eprintln!(
+                        "cuframes: {why}: CUDA memory shared as CUDA IPC handles instead (subscribers must share this PID namespace)"
+                    );
+                }
                 require_ipc_events(&ctx)?;
                 let mut slots = Vec::with_capacity(ring_size);
                 for _ in 0..ring_size {

@@ -28,6 +28,12 @@ fn device_attribute(device: sys::CUdevice, attribute: sys::CUdevice_attribute, n
 /// Why `device` cannot share memory as file descriptors, or None when it can.
 pub(crate) fn fd_sharing_unsupported(device: sys::CUdevice) -> Result<Option<String>> {
     use sys::CUdevice_attribute::*;
+    if crate::testhook::fd_sharing_disabled() {
+        return Ok(Some(format!(
+            "the GPU cannot export memory as file descriptors (simulated by {})",
+            crate::testhook::NO_FD_SHARING_ENV
+        )));
+    }
     if device_attribute(
         device,
         CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
