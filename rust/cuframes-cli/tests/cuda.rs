@@ -28,9 +28,16 @@ mod needs_gpu {
     }
 
     fn cuda_publish(env: &TestEnv, key: &str, options: &str) -> Proc {
+        cuda_publish_with(env, key, options, &[])
+    }
+
+    /// `cuda_publish` with environment variables (the test hooks) set.
+    fn cuda_publish_with(env: &TestEnv, key: &str, options: &str, vars: &[(&str, &str)]) -> Proc {
         let mut args = vec!["publish", key, "--memory", "cuda"];
         args.extend(options.split_whitespace());
-        let mut p = env.spawn(&format!("publish {key}"), &args);
+        let mut cmd = env.command(&args);
+        cmd.envs(vars.iter().copied());
+        let mut p = Proc::spawn(&format!("publish {key}"), cmd);
         let deadline = Instant::now() + SOCKET_LIMIT;
         while std::os::unix::net::UnixStream::connect(env.socket(key)).is_err() {
             assert!(p.is_running(), "publisher exited: {}", p.wait(EXIT_LIMIT));
@@ -67,11 +74,6 @@ mod needs_gpu {
         assert!(out.stderr.contains("cuda memory"), "{out}");
     }
 
-    /// D25 on the GPU: a subscriber that holds 10 frames of a ring of 4
-    /// gets device-to-device copies beyond the slots it may hold; one that
-    /// copies every frame; both verify every frame (the copies are read back
-    /// from the subscriber's own device memory), and the publisher never waits
-    /// for them into a drop.
     /// Both ways of sharing CUDA slots (D27), same host namespaces:
     /// `fd` is the default where the GPU supports it, `ipc` on request.
     #[test]
@@ -108,28 +110,12 @@ mod needs_gpu {
     fn fd_mode_without_stream_memory_operations_synchronises_instead() {
         let env = TestEnv::new();
         let key = env.key("nomemops");
-        let args = [
-            "publish",
+        let publisher = cuda_publish_with(
+            &env,
             &key,
-            "--memory",
-            "cuda",
-            "--cuda-share",
-            "fd",
-            "--size",
-            "1920x1080",
-            "--fps",
-            "0",
-            "--frames",
-            "300",
-            "--policy",
-            "strict-wait",
-            "--wait-subscribers",
-            "2",
-        ];
-        let mut cmd = env.command(&args);
-        cmd.env("CUFRAMES_TEST_NO_STREAM_MEMOPS", "1");
-        let publisher = Proc::spawn("publish without stream memory operations", cmd);
-        env.wait_for_socket(&key);
+            "--cuda-share fd --size 1920x1080 --fps 0 --frames 300 --policy strict-wait --wait-subscribers 2",
+            &[("CUFRAMES_TEST_NO_STREAM_MEMOPS", "1")],
+        );
         let a = env.subscribe(&key, "--verify --frames 300");
         let b = env.subscribe(&key, "--verify --frames 300 --name second");
         for s in [a, b] {
@@ -173,26 +159,12 @@ mod needs_gpu {
             "use cuda_share=ipc",
         ]);
 
-        let args = [
-            "publish",
+        let publisher = cuda_publish_with(
+            &env,
             &key,
-            "--memory",
-            "cuda",
-            "--size",
-            "1280x720",
-            "--fps",
-            "0",
-            "--frames",
-            "200",
-            "--policy",
-            "strict-wait",
-            "--wait-subscribers",
-            "1",
-        ];
-        let mut cmd = env.command(&args);
-        cmd.env("CUFRAMES_TEST_NO_FD_SHARING", "1");
-        let publisher = Proc::spawn("publish auto without fd sharing", cmd);
-        env.wait_for_socket(&key);
+            "--size 1280x720 --fps 0 --frames 200 --policy strict-wait --wait-subscribers 1",
+            &[("CUFRAMES_TEST_NO_FD_SHARING", "1")],
+        );
         let summary = env
             .subscribe(&key, "--verify --frames 200")
             .wait(Duration::from_secs(60))
@@ -272,6 +244,11 @@ mod needs_gpu {
         }
     }
 
+    /// D25 on the GPU: a subscriber that holds 10 frames of a ring of 4
+    /// gets device-to-device copies beyond the slots it may hold; one that
+    /// copies every frame; both verify every frame (the copies are read back
+    /// from the subscriber's own device memory), and the publisher never waits
+    /// for them into a drop.
     #[test]
     #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
     fn cuda_subscribers_holding_frames_get_device_copies() {

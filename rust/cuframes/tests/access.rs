@@ -9,10 +9,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
 use common::*;
-use std::io::{Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::io::Read;
+use std::os::unix::net::UnixListener;
 
-use cuframes::protocol::Message;
 use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberConfig};
 
 fn mode(path: &Path) -> u32 {
@@ -237,15 +236,6 @@ mod needs_root {
         assert!(lease_matches(&lease));
     }
 
-    fn read_message(sock: &mut UnixStream) -> Message {
-        let mut buf = vec![0u8; 8];
-        sock.read_exact(&mut buf).unwrap();
-        let len = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as usize;
-        buf.resize(8 + len, 0);
-        sock.read_exact(&mut buf[8..]).unwrap();
-        Message::decode(&buf).unwrap().unwrap().0
-    }
-
     /// A publisher that sends no header descriptor (protocol v1) leaves the
     /// subscriber to open the header by name; one that belongs to another user
     /// than the publisher is refused (anyone can create names in /dev/shm). The
@@ -263,18 +253,7 @@ mod needs_root {
         let listener = UnixListener::bind(v1.path().join(format!("{key}.sock"))).unwrap();
         let real_socket = real.path().join(format!("{key}.sock"));
         let relay = std::thread::spawn(move || {
-            let (mut sub, _) = listener.accept().unwrap();
-            let Message::HelloReq(mut hello) = read_message(&mut sub) else {
-                panic!("HELLO_REQ first")
-            };
-            assert_ne!(hello.ext_flags, 0, "our subscribers ask for descriptors");
-            hello.ext_flags = 0;
-            let mut publisher = UnixStream::connect(real_socket).unwrap();
-            publisher
-                .write_all(&Message::HelloReq(hello).encode().unwrap())
-                .unwrap();
-            let resp = read_message(&mut publisher);
-            sub.write_all(&resp.encode().unwrap()).unwrap();
+            let mut sub = relay_hello_v1(&listener, &real_socket, |_| {});
             let mut rest = Vec::new();
             let _ = sub.read_to_end(&mut rest); // until the subscriber gives up
         });

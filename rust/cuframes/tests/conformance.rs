@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -612,18 +612,6 @@ fn raw_connect(publisher: &Publisher) -> UnixStream {
     let s = UnixStream::connect(&publisher.paths().socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     s
-}
-
-fn read_message(s: &mut UnixStream) -> Option<Message> {
-    let mut head = [0u8; 8];
-    if s.read_exact(&mut head).is_err() {
-        return None;
-    }
-    let len = u32_at(&head, 4) as usize;
-    let mut buf = head.to_vec();
-    buf.resize(8 + len, 0);
-    s.read_exact(&mut buf[8..]).unwrap();
-    Some(Message::decode(&buf).unwrap().unwrap().0)
 }
 
 /// Spec §7 test_handshake.c: HelloRespMismatchProto.

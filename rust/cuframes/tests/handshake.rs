@@ -3,23 +3,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 use common::*;
 use cuframes::protocol::{HelloReq, Message};
 use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode};
-
-fn read_message(s: &mut UnixStream) -> Option<Message> {
-    let mut head = [0u8; 8];
-    s.read_exact(&mut head).ok()?;
-    let len = u32::from_le_bytes(head[4..8].try_into().unwrap()) as usize;
-    let mut buf = head.to_vec();
-    buf.resize(8 + len, 0);
-    s.read_exact(&mut buf[8..]).ok()?;
-    Some(Message::decode(&buf).unwrap().unwrap().0)
-}
 
 fn hello(mode: u32) -> Vec<u8> {
     Message::HelloReq(HelloReq {

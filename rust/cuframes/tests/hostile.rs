@@ -695,40 +695,16 @@ fn scribbling_over_a_live_header_is_survived() {
 /// real header by name and can compare), then hangs up. Returns the
 /// subscriber's error.
 fn connect_through_a_liar(tag: &str, lie: impl FnOnce(&mut HelloAccept) + Send + 'static) -> cuframes::Error {
-    use std::io::Read;
-    use std::os::unix::net::UnixListener;
-
-    fn read_message(sock: &mut UnixStream) -> Message {
-        let mut buf = vec![0u8; 8];
-        sock.read_exact(&mut buf).unwrap();
-        let len = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as usize;
-        buf.resize(8 + len, 0);
-        sock.read_exact(&mut buf[8..]).unwrap();
-        Message::decode(&buf).unwrap().unwrap().0
-    }
-
     let real = tempfile::tempdir().unwrap();
     let liar = tempfile::tempdir().unwrap();
     let key = unique_key(tag);
     let _publisher = Publisher::create(config(&key, real.path())).unwrap();
-    let listener = UnixListener::bind(liar.path().join(format!("{key}.sock"))).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(liar.path().join(format!("{key}.sock"))).unwrap();
     let real_socket = real.path().join(format!("{key}.sock"));
     let relay = std::thread::spawn(move || {
-        let (mut sub, _) = listener.accept().unwrap();
-        let Message::HelloReq(mut hello) = read_message(&mut sub) else {
-            panic!("HELLO_REQ first")
-        };
-        hello.ext_flags = 0;
-        let mut publisher = UnixStream::connect(real_socket).unwrap();
-        publisher
-            .write_all(&Message::HelloReq(hello).encode().unwrap())
-            .unwrap();
-        let Message::HelloResp(mut resp) = read_message(&mut publisher) else {
-            panic!("HELLO_RESP")
-        };
-        lie(resp.accept.as_mut().expect("accepted"));
-        sub.write_all(&Message::HelloResp(resp).encode().unwrap())
-            .unwrap();
+        relay_hello_v1(&listener, &real_socket, |resp| {
+            lie(resp.accept.as_mut().expect("accepted"))
+        });
     });
     let err = Subscriber::connect(subscriber_config(&key, liar.path(), "s")).unwrap_err();
     relay.join().unwrap();

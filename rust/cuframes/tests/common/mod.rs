@@ -2,10 +2,13 @@
 //! directory per test, and small publishers/subscribers on host memory.
 #![allow(dead_code)]
 
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use cuframes::protocol::{HelloResp, Message};
 use cuframes::{
     MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Subscriber, SubscriberConfig, pattern,
 };
@@ -84,3 +87,44 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 pub const SECOND: Option<Duration> = Some(Duration::from_secs(1));
+
+/// The next control message on `s`, or None when the peer closed or the
+/// read timed out.
+pub fn read_message(s: &mut UnixStream) -> Option<Message> {
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head).ok()?;
+    let len = u32::from_le_bytes(head[4..8].try_into().unwrap()) as usize;
+    let mut buf = head.to_vec();
+    buf.resize(8 + len, 0);
+    s.read_exact(&mut buf[8..]).ok()?;
+    Some(Message::decode(&buf).unwrap().unwrap().0)
+}
+
+/// A protocol-v1 publisher in the middle, for tests of what a subscriber
+/// trusts: accepts one subscriber on `listener`, passes its HELLO_REQ to the
+/// real publisher at `real_socket` without `EARLY_FDS` (so the subscriber
+/// opens the real header by name), and passes back the HELLO_RESP after
+/// `edit` changed it. Returns the subscriber's side of the socket.
+pub fn relay_hello_v1(
+    listener: &UnixListener,
+    real_socket: &Path,
+    edit: impl FnOnce(&mut HelloResp),
+) -> UnixStream {
+    let (mut sub, _) = listener.accept().unwrap();
+    let Some(Message::HelloReq(mut hello)) = read_message(&mut sub) else {
+        panic!("HELLO_REQ first")
+    };
+    assert_ne!(hello.ext_flags, 0, "our subscribers ask for descriptors");
+    hello.ext_flags = 0;
+    let mut publisher = UnixStream::connect(real_socket).unwrap();
+    publisher
+        .write_all(&Message::HelloReq(hello).encode().unwrap())
+        .unwrap();
+    let Some(Message::HelloResp(mut resp)) = read_message(&mut publisher) else {
+        panic!("HELLO_RESP")
+    };
+    edit(&mut resp);
+    sub.write_all(&Message::HelloResp(resp).encode().unwrap())
+        .unwrap();
+    sub
+}
