@@ -145,8 +145,33 @@ fn expect_file_type(path: &Path, socket: bool) -> Result<bool> {
     }
 }
 
+/// Binds the listening socket at `path` with its final mode (0600, or 0660
+/// with `group`) and group already set: bound under a private name first
+/// (a leading dot, never a key's socket; short, so that it fits
+/// `sun_path` wherever the final name does), secured, then renamed into
+/// place, so `path` never exists with the umask's mode. (Otherwise a group
+/// member connecting in between was refused, and a waiter that sees the
+/// socket could read its mode too early.)
+pub(crate) fn bind_secured(path: &Path, group: Option<u32>) -> Result<std::os::unix::net::UnixListener> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let staging = path.with_file_name(format!(".{:x}.{n:x}", std::process::id()));
+    let _ = std::fs::remove_file(&staging); // a leftover of a crashed process of this pid
+    let listener = std::os::unix::net::UnixListener::bind(&staging)
+        .map_err(|e| Error::io(format!("binding {}", staging.display()), &e))?;
+    let placed = secure_socket(&staging, group).and_then(|()| {
+        std::fs::rename(&staging, path)
+            .map_err(|e| Error::io(format!("moving {} into place", staging.display()), &e))
+    });
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e);
+    }
+    Ok(listener)
+}
+
 /// Sets the mode of a socket just bound by us: 0600, or 0660 with `group`.
-pub(crate) fn secure_socket(path: &Path, group: Option<u32>) -> Result<()> {
+fn secure_socket(path: &Path, group: Option<u32>) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let what = |e: std::io::Error| Error::io(format!("securing socket {}", path.display()), &e);
     expect_file_type(path, true)?;

@@ -22,6 +22,34 @@ fn shm_file(key: &str) -> String {
     format!("/dev/shm/cuframes-{key}")
 }
 
+/// The socket appears with its final mode: a watcher that sees it at once
+/// never finds the umask's mode (it was bound, then chmod-ed, in place).
+#[test]
+fn the_socket_never_appears_with_the_umask_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..40 {
+        let key = unique_key(&format!("sockmode{round}"));
+        let socket = dir.path().join(format!("{key}.sock"));
+        let config = config(&key, dir.path());
+        let maker = std::thread::spawn(move || Publisher::create(config).unwrap());
+        let seen = loop {
+            if let Ok(meta) = std::fs::symlink_metadata(&socket) {
+                break meta.mode() & 0o777;
+            }
+            std::hint::spin_loop();
+        };
+        let publisher = maker.join().unwrap();
+        assert_eq!(seen, 0o600, "round {round}: the socket was visible as {seen:o}");
+        drop(publisher);
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "staging names left behind: {leftovers:?}");
+}
+
 #[test]
 fn private_by_default() {
     let base = tempfile::tempdir().unwrap();

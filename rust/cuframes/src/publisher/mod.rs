@@ -4,7 +4,6 @@
 mod control;
 mod registry;
 
-use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -300,11 +299,7 @@ impl Publisher {
             ..initial
         })?;
         let header = ShmHeader::create(&paths.shm_name, &initial, group)?;
-        let listener = UnixListener::bind(&paths.socket)
-            .map_err(|e| Error::io(format!("binding {}", paths.socket.display()), &e))?;
-        // The directory is ours and private, so nobody connects before this;
-        // the control thread checks every peer's credentials anyway.
-        crate::resources::secure_socket(&paths.socket, group)?;
+        let listener = crate::resources::bind_secured(&paths.socket, group)?;
         let registry = Arc::new(Registry::new(&config.key, header));
         let (side_area, side_fd) = SideArea::create(&config.key)?;
         let control_stats = Arc::new(ControlStats::default());
