@@ -13,7 +13,8 @@ Consumers, k = 1..K (CUDA / host memory):
   1 null     -f null
   2 scale    scale_cuda=640:360 / scale=640:360
   3 cpu      one frame in 30 downloaded to host memory (select, hwdownload)
-  4 hold     an encoder stand-in that keeps 8 frames (thumbnail_cuda=8 / thumbnail=8)
+  4 hold     an encoder stand-in that keeps 8 frames (thumbnail_cuda=8 / thumbnail=8;
+             --hold picks another CUDA chain)
 
 Every process runs in its own session; /proc is sampled every 0.25 s: CPU per
 process and per thread, context switches, progress (-progress files), GPU memory
@@ -45,6 +46,7 @@ CONSUMERS = {
     "hold": ("thumbnail_cuda=8", "thumbnail=8"),
 }
 ORDER = ["null", "scale", "cpu", "hold"]
+DRIVER_THREAD = "cuda-EvtHandlr"
 
 
 def log(*a):
@@ -74,6 +76,7 @@ class Proc:
         self.frames = {}   # t -> frame count (publishers, direct decoders)
         self.pos = {}      # t -> out_time seconds
         self.first_output = None
+        self.driver_cpu = {}  # t -> cpu seconds of the driver's event thread
 
     def sample(self, now):
         if self.ended is not None:
@@ -106,6 +109,11 @@ class Proc:
             pass
         for comm, (c, s) in per.items():
             self.threads.setdefault(comm, []).append((now, c, s))
+        # The CUDA driver's event thread, apart: it wakes for the whole GPU's
+        # work, not this process's (docs/benchmarks.md), so CPU net of it is
+        # what the process itself spends.
+        if DRIVER_THREAD in per:
+            self.driver_cpu[now] = per[DRIVER_THREAD][0]
         frame, pos = self._progress()
         if frame is not None:
             self.frames[now] = frame
@@ -209,7 +217,7 @@ def commands(a, approach, n, k, key_prefix):
     decode = (["-hwaccel", "cuda", "-hwaccel_output_format", "cuda"] if cuda else []) + \
         (["-re"] if a.mode == "re" else []) + ["-i", a.clip]
     procs = []
-    consumers = ORDER[:k]
+    consumers = a.order[:k]
     for s in range(n):
         key = "%s-%d" % (key_prefix, s)
         if approach == "cuframes":
@@ -218,6 +226,8 @@ def commands(a, approach, n, k, key_prefix):
                           a.pub_options.split() + [key]))
         for c in consumers:
             chain = CONSUMERS[c][0 if cuda else 1]
+            if c == "hold" and a.hold:
+                chain = a.hold
             if approach == "cuframes":
                 src = ["-f", "cuframes", "-timeout", "30"] + a.sub_options.split() + ["-i", key]
             else:
@@ -294,7 +304,20 @@ def run_once(a, approach, n, k, rep):
         if approach == "direct":
             src_frames = consumer_frames / k
         sub_cpu = sum((p.at(p.cpu, w1) or 0) - (p.at(p.cpu, w0) or 0) for p in procs if p.role != "pub")
+        sub_driver_cpu = sum((p.at(p.driver_cpu, w1) or 0) - (p.at(p.driver_cpu, w0) or 0)
+                             for p in procs if p.role != "pub")
         pub_cpu = cpu - sub_cpu
+        # Each consumer's own rate (per stream): under strict_wait a stream's
+        # consumers go at the pace of its slowest; decoding for themselves,
+        # each goes at its own.
+        per_consumer = {}
+        for p in procs:
+            if p.role == "pub":
+                continue
+            q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
+            if q0 is not None and q1 is not None:
+                per_consumer[p.consumer] = per_consumer.get(p.consumer, 0.0) + (q1 - q0) * a.fps
+        consumer_fps = {c: round(per_consumer[c] / n / (w1 - w0), 1) for c in ORDER if c in per_consumer}
         stream_fps = src_frames / n / (w1 - w0)
         steady = {
             "window_s": round(w1 - w0, 2),
@@ -303,6 +326,9 @@ def run_once(a, approach, n, k, rep):
             "consumer_frames": round(consumer_frames),
             "cpu_ms_per_source_frame": round(cpu / src_frames * 1000, 3) if src_frames else None,
             "cpu_ms_per_consumer_frame": round(sub_cpu / consumer_frames * 1000, 3) if consumer_frames else None,
+            "cpu_ms_per_consumer_frame_net_of_driver": round((sub_cpu - sub_driver_cpu) / consumer_frames * 1000, 3)
+            if consumer_frames else None,
+            "consumer_fps": consumer_fps,
             "publisher_cpu_ms_per_frame": round(pub_cpu / src_frames * 1000, 3)
             if approach == "cuframes" and src_frames else None,
             "stream_fps": round(stream_fps, 1),
@@ -321,6 +347,9 @@ def run_once(a, approach, n, k, rep):
         steady["threads"] = {k2: {"cpu_s": round(v[0], 2), "ctxsw": v[1]}
                              for k2, v in sorted(threads.items(), key=lambda kv: -kv[1][0])[:12]}
     total_cpu = sum(max(p.cpu.values()) if p.cpu else 0 for p in procs)
+    # The whole job, start-up included: every consumer's frames over the time
+    # until the last process ended (the issue's first measure).
+    job_frames = sum(max(p.pos.values()) * a.fps for p in procs if p.role != "pub" and p.pos)
     # Start-up: what each process used until its first output.
     startup_cpu = None
     if len(outs) == len(procs):
@@ -336,6 +365,7 @@ def run_once(a, approach, n, k, rep):
         "approach": approach + (" " + a.label if a.label and approach == "cuframes" else ""),
         "streams": n, "consumers": k, "mode": a.mode, "memory": a.memory,
         "repeat": rep, "wall_s": round(wall, 2), "cpu_s": round(total_cpu, 2),
+        "job_consumer_fps": round(job_frames / wall, 1) if wall > 0 else None,
         "startup_cpu_s": startup_cpu, "steady": steady, "failures": failures,
         "processes_reporting_loss": lost, "gpu_sm_util": sm, "nvdec_util": dec,
         "gpu_mib_per_process": {r: round(statistics.median(v)) for r, v in mems.items()},
@@ -368,9 +398,10 @@ def summarize(runs, out):
     for r in runs:
         groups.setdefault((r["mode"], r["streams"], r["consumers"], r["approach"]), []).append(r)
     lines = ["| mode | N | K | approach | runs | wall s | agg. fps (steady) | CPU ms/source frame | "
-             "CPU ms/consumer frame | pub CPU ms/frame | start-up CPU s | real time (max lag s) | failures | loss | "
+             "CPU ms/consumer frame (net of driver thread) | fps per consumer | whole-job consumer fps | "
+             "pub CPU ms/frame | start-up CPU s | real time (max lag s) | failures | loss | "
              "NVDEC % | SM % | GPU MiB/proc |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def med(vals):
         vals = [v for v in vals if v is not None]
@@ -384,11 +415,15 @@ def summarize(runs, out):
     for key in sorted(groups):
         rs = groups[key]
         st = [r["steady"] or {} for r in rs]
-        lines.append("| %s | %d | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |" % (
+        lines.append("| %s | %d | %d | %s | %d | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |" % (
             key[0], key[1], key[2], key[3], len(rs), med([r["wall_s"] for r in rs]),
             med([s.get("aggregate_fps") for s in st]),
             med([s.get("cpu_ms_per_source_frame") for s in st]),
             med([s.get("cpu_ms_per_consumer_frame") for s in st]),
+            med([s.get("cpu_ms_per_consumer_frame_net_of_driver") for s in st]),
+            ", ".join("%s %s" % (c, med([s.get("consumer_fps", {}).get(c) for s in st]))
+                      for c in ORDER if any(c in s.get("consumer_fps", {}) for s in st)) or "–",
+            med([r.get("job_consumer_fps") for r in rs]),
             med([s.get("publisher_cpu_ms_per_frame") for s in st]),
             med([r["startup_cpu_s"] for r in rs]),
             "/".join({True: "yes", False: "no", None: "?"}[r.get("real_time")] + " (%s)" % r.get("max_lag_s")
@@ -425,7 +460,10 @@ def warm_jit(a):
     the result. Done once here, so that neither approach's runs pay it (the
     first run's would otherwise, and under strict_wait a subscriber's start-up
     counts against its publisher's startup_timeout)."""
-    chains = ",".join(CONSUMERS[c][0] for c in ORDER if CONSUMERS[c][0] and "cuda" in CONSUMERS[c][0])
+    chains = [CONSUMERS[c][0] for c in ORDER if CONSUMERS[c][0] and "cuda" in CONSUMERS[c][0]]
+    if a.hold:
+        chains.append(a.hold)
+    chains = ",".join(chains)
     t0 = time.monotonic()
     r = subprocess.run([a.ffmpeg, "-nostdin", "-v", "error", "-hwaccel", "cuda", "-hwaccel_output_format",
                         "cuda", "-i", a.clip, "-frames:v", "1", "-vf", chains, "-f", "null", "-"],
@@ -457,12 +495,23 @@ def main():
                          "compiled by the driver in the first process that loads them)")
     ap.add_argument("--sub-options", default="", help="extra input options of cuframes subscribers (e.g. '-copy always')")
     ap.add_argument("--pub-options", default="", help="extra options of cuframes publishers (e.g. '-ring_size 8')")
+    ap.add_argument("--consumer-order", default=",".join(ORDER),
+                    help="which consumers stream k gets, in order (K takes the first K); e.g. 'hold' alone "
+                         "with --approaches direct --consumers 1 measures that consumer's own scaling")
+    ap.add_argument("--hold", default=None,
+                    help="the hold consumer's filter chain instead of thumbnail_cuda=8 / thumbnail=8")
     ap.add_argument("--label", default="", help="a name for this variant in the results")
     ap.add_argument("--out", default="bench-host-out")
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     a.work = a.work or tempfile.gettempdir()
+    a.order = a.consumer_order.split(",")
+    unknown = [c for c in a.order if c not in CONSUMERS]
+    if unknown:
+        ap.error("unknown consumer %s (known: %s)" % (", ".join(unknown), ", ".join(ORDER)))
+    if max(int(x) for x in a.consumers.split(",")) > len(a.order):
+        ap.error("--consumers asks for more consumers than --consumer-order names")
     a.clip = a.clip or os.path.join(a.out, "clip-%s-%ds.mp4" % (a.size, a.seconds))
     make_clip(a)
     a.duration = clip_duration(a)
@@ -477,9 +526,10 @@ def main():
         jsonl.flush()
         st = r["steady"] or {}
         log("bench-host: %-8s N=%-2d K=%d %s rep %d: wall %.1f s, steady %s fps, %s ms CPU/source frame, "
-            "%s ms/consumer frame%s%s%s" % (
+            "%s ms/consumer frame (%s net of the driver's thread), per consumer %s%s%s%s" % (
                 r["approach"], r["streams"], r["consumers"], r["mode"], r["repeat"], r["wall_s"],
                 st.get("aggregate_fps"), st.get("cpu_ms_per_source_frame"), st.get("cpu_ms_per_consumer_frame"),
+                st.get("cpu_ms_per_consumer_frame_net_of_driver"), st.get("consumer_fps"),
                 ", real time" if r.get("real_time") else (", NOT real time" if a.mode == "re" else ""),
                 ", %d failed" % len(r["failures"]) if r["failures"] else "",
                 ", %d reported loss" % r["processes_reporting_loss"] if r["processes_reporting_loss"] else ""))
