@@ -316,6 +316,7 @@ NEEDED=(
     parser:h264 parser:hevc parser:aac
     bsf:h264_mp4toannexb bsf:hevc_mp4toannexb bsf:aac_adtstoasc bsf:extract_extradata
     filter:split filter:scale filter:fps filter:showinfo filter:format filter:setpts
+    filter:select filter:shuffleframes filter:thumbnail
     filter:hwupload_cuda filter:hwdownload filter:hwmap filter:scale_cuda
     filter:yadif_cuda filter:bwdif_cuda filter:overlay_cuda filter:thumbnail_cuda
     filter:asplit filter:aresample filter:cuframes

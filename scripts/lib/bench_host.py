@@ -13,8 +13,10 @@ Consumers, k = 1..K (CUDA / host memory):
   1 null     -f null
   2 scale    scale_cuda=640:360 / scale=640:360
   3 cpu      one frame in 30 downloaded to host memory (select, hwdownload)
-  4 hold     an encoder stand-in that keeps 8 frames (thumbnail_cuda=8 / thumbnail=8;
-             --hold picks another CUDA chain)
+  4 hold     an encoder stand-in that keeps 8 frames and does no GPU work
+             (shuffleframes with the identity mapping of 8)
+  thumb      (with --consumer-order) also keeps 8 frames, but is GPU-bound
+             (thumbnail_cuda=8 / thumbnail=8)
 
 Every process runs in its own session; /proc is sampled every 0.25 s: CPU per
 process and per thread, context switches, progress (-progress files), GPU memory
@@ -43,7 +45,12 @@ CONSUMERS = {
     "null": (None, None),
     "scale": ("scale_cuda=640:360", "scale=640:360"),
     "cpu": ("select='not(mod(n,30))',hwdownload,format=nv12", "select='not(mod(n,30))'"),
-    "hold": ("thumbnail_cuda=8", "thumbnail=8"),
+    # Holds 8 frames, then passes them on, and does no GPU work: an encoder's
+    # lookahead without the encoder (NVENC runs on its own engine; the H200 has none).
+    "hold": ("shuffleframes=0|1|2|3|4|5|6|7",) * 2,
+    # Holds 8 frames too, but its histogram kernel (global atomics) takes ~1 ms of
+    # the whole GPU per 1080p frame: a GPU-bound consumer (docs/benchmarks.md).
+    "thumb": ("thumbnail_cuda=8", "thumbnail=8"),
 }
 ORDER = ["null", "scale", "cpu", "hold"]
 DRIVER_THREAD = "cuda-EvtHandlr"
@@ -226,8 +233,6 @@ def commands(a, approach, n, k, key_prefix):
                           a.pub_options.split() + [key]))
         for c in consumers:
             chain = CONSUMERS[c][0 if cuda else 1]
-            if c == "hold" and a.hold:
-                chain = a.hold
             if approach == "cuframes":
                 src = ["-f", "cuframes", "-timeout", "30"] + a.sub_options.split() + ["-i", key]
             else:
@@ -251,6 +256,7 @@ def run_once(a, approach, n, k, rep):
     mem_samples = []
     deadline = t0 + a.limit
     next_mem = t0 + 2.0
+    stop_at = None  # when the harness ended a run after --steady seconds
     while True:
         now = time.monotonic()
         for p in procs:
@@ -261,6 +267,17 @@ def run_once(a, approach, n, k, rep):
             next_mem = now + 2.0
         if all(done):
             break
+        if a.steady and stop_at is None and all(p.first_output is not None for p in procs) \
+                and now >= max(p.first_output for p in procs) + 1.0 + a.steady:
+            # Measured long enough: ffmpeg's own SIGINT handling ends each cleanly.
+            stop_at = now
+            for p in procs:
+                if p.ended is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGINT)
+                    except OSError:
+                        pass
+            deadline = min(deadline, now + 15.0)
         if now > deadline:
             for p in procs:
                 if p.ended is None:
@@ -282,7 +299,7 @@ def run_once(a, approach, n, k, rep):
     # Steady window: from 1 s after every process produced output to the first end.
     outs = [p.first_output for p in procs if p.first_output is not None]
     w0 = (max(outs) + 1.0) if len(outs) == len(procs) else None
-    w1 = min(p.ended for p in procs) - 0.3
+    w1 = min([p.ended for p in procs] + ([stop_at] if stop_at else [])) - 0.3
     steady = None
     if w0 is not None and w1 - w0 >= 1.0:
         cpu = sum((p.at(p.cpu, w1) or 0) - (p.at(p.cpu, w0) or 0) for p in procs)
@@ -317,7 +334,7 @@ def run_once(a, approach, n, k, rep):
             q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
             if q0 is not None and q1 is not None:
                 per_consumer[p.consumer] = per_consumer.get(p.consumer, 0.0) + (q1 - q0) * a.fps
-        consumer_fps = {c: round(per_consumer[c] / n / (w1 - w0), 1) for c in ORDER if c in per_consumer}
+        consumer_fps = {c: round(per_consumer[c] / n / (w1 - w0), 1) for c in a.order if c in per_consumer}
         stream_fps = src_frames / n / (w1 - w0)
         steady = {
             "window_s": round(w1 - w0, 2),
@@ -354,7 +371,9 @@ def run_once(a, approach, n, k, rep):
     startup_cpu = None
     if len(outs) == len(procs):
         startup_cpu = round(sum(p.at(p.cpu, p.first_output) or 0 for p in procs), 2)
-    failures = [p.name for p in procs if p.rc != 0]
+    # A process ended by the harness after --steady is not a failure; one that
+    # had ended before is judged by its exit status.
+    failures = [p.name for p in procs if p.rc != 0 and (stop_at is None or p.ended < stop_at)]
     lost = sum(1 for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text()))
     mems = {}
     for sample in mem_samples:
@@ -370,11 +389,13 @@ def run_once(a, approach, n, k, rep):
         "processes_reporting_loss": lost, "gpu_sm_util": sm, "nvdec_util": dec,
         "gpu_mib_per_process": {r: round(statistics.median(v)) for r, v in mems.items()},
         "processes": len(procs),
+        "stopped_after_steady_s": a.steady if stop_at else None,
     }
     if a.mode == "re":
         # Playing in real time, a process that keeps up ends one clip length after
         # its first output; lag is how much later it ended.
-        lags = [p.ended - p.first_output - a.duration for p in procs if p.first_output is not None]
+        lags = [p.ended - p.first_output - a.duration for p in procs
+                if p.first_output is not None and not stop_at]
         result["max_lag_s"] = round(max(lags), 2) if lags else None
         # Real time in the steady state (start-up apart): every stream at 97 % of
         # its rate or more, no process failed. Unknown (None) without a window.
@@ -385,7 +406,7 @@ def run_once(a, approach, n, k, rep):
         dest = os.path.join(a.out, "logs", "%s-n%d-k%d-%s-r%d" % (approach, n, k, a.mode, rep))
         os.makedirs(dest, exist_ok=True)
         for p in procs:
-            if p.rc != 0 or p in lossy or a.keep_logs:
+            if p.name in failures or p in lossy or a.keep_logs:
                 shutil.copy(p.errpath, dest)
                 with open(os.path.join(dest, p.name + ".threads"), "w") as f:
                     f.write(p.thread_report())
@@ -422,7 +443,7 @@ def summarize(runs, out):
             med([s.get("cpu_ms_per_consumer_frame") for s in st]),
             med([s.get("cpu_ms_per_consumer_frame_net_of_driver") for s in st]),
             ", ".join("%s %s" % (c, med([s.get("consumer_fps", {}).get(c) for s in st]))
-                      for c in ORDER if any(c in s.get("consumer_fps", {}) for s in st)) or "–",
+                      for c in CONSUMERS if any(c in s.get("consumer_fps", {}) for s in st)) or "–",
             med([r.get("job_consumer_fps") for r in rs]),
             med([s.get("publisher_cpu_ms_per_frame") for s in st]),
             med([r["startup_cpu_s"] for r in rs]),
@@ -460,10 +481,7 @@ def warm_jit(a):
     the result. Done once here, so that neither approach's runs pay it (the
     first run's would otherwise, and under strict_wait a subscriber's start-up
     counts against its publisher's startup_timeout)."""
-    chains = [CONSUMERS[c][0] for c in ORDER if CONSUMERS[c][0] and "cuda" in CONSUMERS[c][0]]
-    if a.hold:
-        chains.append(a.hold)
-    chains = ",".join(chains)
+    chains = ",".join(CONSUMERS[c][0] for c in CONSUMERS if CONSUMERS[c][0] and "cuda" in CONSUMERS[c][0])
     t0 = time.monotonic()
     r = subprocess.run([a.ffmpeg, "-nostdin", "-v", "error", "-hwaccel", "cuda", "-hwaccel_output_format",
                         "cuda", "-i", a.clip, "-frames:v", "1", "-vf", chains, "-f", "null", "-"],
@@ -489,6 +507,9 @@ def main():
     ap.add_argument("--capacity", default=None,
                     help="comma list of N to try with K=3 in real time, for each approach, until one misses")
     ap.add_argument("--limit", type=float, default=180.0, help="seconds a run may take")
+    ap.add_argument("--steady", type=float, default=None,
+                    help="end each run (SIGINT, not counted as a failure) once it has been in the steady "
+                         "state this many seconds; with a long clip, measures without waiting for its end")
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--cold-jit", action="store_true",
                     help="skip filling the CUDA JIT cache before the runs (FFmpeg's CUDA filters are PTX, "
@@ -498,8 +519,6 @@ def main():
     ap.add_argument("--consumer-order", default=",".join(ORDER),
                     help="which consumers stream k gets, in order (K takes the first K); e.g. 'hold' alone "
                          "with --approaches direct --consumers 1 measures that consumer's own scaling")
-    ap.add_argument("--hold", default=None,
-                    help="the hold consumer's filter chain instead of thumbnail_cuda=8 / thumbnail=8")
     ap.add_argument("--label", default="", help="a name for this variant in the results")
     ap.add_argument("--out", default="bench-host-out")
     ap.add_argument("--work", default=None)
@@ -509,7 +528,7 @@ def main():
     a.order = a.consumer_order.split(",")
     unknown = [c for c in a.order if c not in CONSUMERS]
     if unknown:
-        ap.error("unknown consumer %s (known: %s)" % (", ".join(unknown), ", ".join(ORDER)))
+        ap.error("unknown consumer %s (known: %s)" % (", ".join(unknown), ", ".join(CONSUMERS)))
     if max(int(x) for x in a.consumers.split(",")) > len(a.order):
         ap.error("--consumers asks for more consumers than --consumer-order names")
     a.clip = a.clip or os.path.join(a.out, "clip-%s-%ds.mp4" % (a.size, a.seconds))
