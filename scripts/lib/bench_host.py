@@ -21,8 +21,10 @@ Consumers, k = 1..K (CUDA / host memory):
 Every process runs in its own session; /proc is sampled every 0.25 s: CPU per
 process and per thread, context switches, progress (-progress files), GPU memory
 per process and decoder/SM utilisation (nvidia-smi). The steady state is the
-window from 1 s after the last process started to its first output, until the
-first process ends; start-up is what comes before. Results: one JSON object per
+window from --settle s (1) after the last process's first output until the
+first process ends (or --steady s later, when the harness ends the run);
+start-up is what comes before. Real time: the slowest stream at 97 % of the
+rate or more in the window, and no process failed. Results: one JSON object per
 run in OUT/runs.jsonl, and OUT/summary.md (medians and spread over repeats).
 """
 
@@ -268,7 +270,7 @@ def run_once(a, approach, n, k, rep):
         if all(done):
             break
         if a.steady and stop_at is None and all(p.first_output is not None for p in procs) \
-                and now >= max(p.first_output for p in procs) + 1.0 + a.steady:
+                and now >= max(p.first_output for p in procs) + a.settle + a.steady:
             # Measured long enough: ffmpeg's own SIGINT handling ends each cleanly.
             stop_at = now
             for p in procs:
@@ -298,7 +300,7 @@ def run_once(a, approach, n, k, rep):
 
     # Steady window: from 1 s after every process produced output to the first end.
     outs = [p.first_output for p in procs if p.first_output is not None]
-    w0 = (max(outs) + 1.0) if len(outs) == len(procs) else None
+    w0 = (max(outs) + a.settle) if len(outs) == len(procs) else None
     w1 = min([p.ended for p in procs] + ([stop_at] if stop_at else [])) - 0.3
     steady = None
     if w0 is not None and w1 - w0 >= 1.0:
@@ -336,6 +338,20 @@ def run_once(a, approach, n, k, rep):
                 per_consumer[p.consumer] = per_consumer.get(p.consumer, 0.0) + (q1 - q0) * a.fps
         consumer_fps = {c: round(per_consumer[c] / n / (w1 - w0), 1) for c in a.order if c in per_consumer}
         stream_fps = src_frames / n / (w1 - w0)
+        # The slowest stream: its publisher's rate, or its slowest decoder's.
+        # Real time is judged on it, not on the mean (a stream catching up
+        # after a slow start runs above the rate and would hide a late one).
+        per_stream = {}
+        for p in procs:
+            if approach == "cuframes" and p.role == "pub":
+                f0, f1 = p.at(p.frames, w0), p.at(p.frames, w1)
+                rate = (f1 - f0) / (w1 - w0) if f0 is not None and f1 is not None else 0.0
+            elif approach == "direct":
+                q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
+                rate = (q1 - q0) * a.fps / (w1 - w0) if q0 is not None and q1 is not None else 0.0
+            else:
+                continue
+            per_stream[p.stream] = min(per_stream.get(p.stream, rate), rate)
         steady = {
             "window_s": round(w1 - w0, 2),
             "cpu_s": round(cpu, 2),
@@ -349,6 +365,7 @@ def run_once(a, approach, n, k, rep):
             "publisher_cpu_ms_per_frame": round(pub_cpu / src_frames * 1000, 3)
             if approach == "cuframes" and src_frames else None,
             "stream_fps": round(stream_fps, 1),
+            "slowest_stream_fps": round(min(per_stream.values()), 1) if per_stream else None,
             "aggregate_fps": round(src_frames / (w1 - w0), 1),
         }
         threads = {}
@@ -400,7 +417,7 @@ def run_once(a, approach, n, k, rep):
         # Real time in the steady state (start-up apart): every stream at 97 % of
         # its rate or more, no process failed. Unknown (None) without a window.
         result["real_time"] = None if not steady else (
-            steady["stream_fps"] >= 0.97 * a.fps and not failures)
+            (steady["slowest_stream_fps"] or 0) >= 0.97 * a.fps and not failures)
     lossy = [p for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text())]
     if failures or lossy or a.keep_logs:
         dest = os.path.join(a.out, "logs", "%s-n%d-k%d-%s-r%d" % (approach, n, k, a.mode, rep))
@@ -510,6 +527,9 @@ def main():
     ap.add_argument("--steady", type=float, default=None,
                     help="end each run (SIGINT, not counted as a failure) once it has been in the steady "
                          "state this many seconds; with a long clip, measures without waiting for its end")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds after every process's first output before the steady window opens "
+                         "(in real time, streams that started late catch up first)")
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--cold-jit", action="store_true",
                     help="skip filling the CUDA JIT cache before the runs (FFmpeg's CUDA filters are PTX, "
@@ -545,10 +565,10 @@ def main():
         jsonl.flush()
         st = r["steady"] or {}
         log("bench-host: %-8s N=%-2d K=%d %s rep %d: wall %.1f s, steady %s fps, %s ms CPU/source frame, "
-            "%s ms/consumer frame (%s net of the driver's thread), per consumer %s%s%s%s" % (
+            "%s ms/consumer frame (%s net of the driver's thread), per consumer %s, slowest stream %s fps%s%s%s" % (
                 r["approach"], r["streams"], r["consumers"], r["mode"], r["repeat"], r["wall_s"],
                 st.get("aggregate_fps"), st.get("cpu_ms_per_source_frame"), st.get("cpu_ms_per_consumer_frame"),
-                st.get("cpu_ms_per_consumer_frame_net_of_driver"), st.get("consumer_fps"),
+                st.get("cpu_ms_per_consumer_frame_net_of_driver"), st.get("consumer_fps"), st.get("slowest_stream_fps"),
                 ", real time" if r.get("real_time") else (", NOT real time" if a.mode == "re" else ""),
                 ", %d failed" % len(r["failures"]) if r["failures"] else "",
                 ", %d reported loss" % r["processes_reporting_loss"] if r["processes_reporting_loss"] else ""))
