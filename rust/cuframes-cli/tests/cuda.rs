@@ -102,6 +102,36 @@ mod needs_gpu {
         }
     }
 
+    /// The smallest and the largest ring in both ways of sharing: a ring of
+    /// 16 shared as fds sends the most descriptors before SUBSCRIBE (header,
+    /// 16 slots, fences, side data), one more than subscribers once allowed.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn rings_of_one_and_sixteen_in_both_share_modes() {
+        for ring in [1, 16] {
+            for share in ["fd", "ipc"] {
+                let env = TestEnv::new();
+                let key = env.key(&format!("ring{ring}-{share}"));
+                let publisher = cuda_publish(
+                    &env,
+                    &key,
+                    &format!(
+                        "--size 1280x720 --fps 0 --frames 120 --ring {ring} --policy strict-wait \
+                         --wait-subscribers 1 --cuda-share {share}"
+                    ),
+                );
+                let summary = env
+                    .subscribe(&key, "--verify --frames 120")
+                    .wait(Duration::from_secs(60))
+                    .assert_success()
+                    .json();
+                assert_eq!(summary["cuda_share"], share, "ring {ring}: {summary}");
+                assert_all_verified(&summary, 1, 120);
+                publisher.wait(EXIT_LIMIT).assert_success();
+            }
+        }
+    }
+
     /// D28's fallback: where stream memory operations fail, an fd-mode
     /// publisher has no fence array and synchronises each frame's copy before
     /// announcing it, and says so. The test hook stands in for such a GPU.

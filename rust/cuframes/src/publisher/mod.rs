@@ -790,6 +790,12 @@ fn early_fds(
     let mut fds = vec![(fd_purpose::HEADER, ShmHeader::open_for_sharing(shm_name)?)];
     fds.extend(pool.early_fds()?);
     fds.push((fd_purpose::SIDE_DATA, side_data));
+    // Subscribers refuse more (a ring of 16 in fd mode sends exactly this many).
+    debug_assert!(
+        fds.len() <= fd_purpose::MAX_EARLY as usize,
+        "{} early descriptors",
+        fds.len()
+    );
     Ok(fds)
 }
 

@@ -305,9 +305,8 @@ fn receive_early_fds(
     count: u32,
     key: &str,
 ) -> Result<Vec<(u32, OwnedFd)>> {
-    // The header, a fence array and one per slot; a publisher announcing
-    // more is not one of ours.
-    let most = MAX_RING_SIZE as u32 + 2;
+    // A publisher announcing more is not one of ours.
+    let most = fd_purpose::MAX_EARLY;
     if count > most {
         return Err(Error::protocol(format!(
             "publisher of '{key}' announced {count} descriptors before SUBSCRIBE (at most {most})"

@@ -56,6 +56,11 @@ pub mod fd_purpose {
     /// Extension (D27): CUDA slot `n`, exported as a file
     /// descriptor, is purpose `CUDA_SLOT_0 + n`.
     pub const CUDA_SLOT_0: u32 = 0x100;
+
+    /// The most descriptors a publisher sends before SUBSCRIBE: the header,
+    /// one per slot of the largest ring, the fence array and the side-data
+    /// area. A subscriber refuses an announcement of more.
+    pub const MAX_EARLY: u32 = 1 + crate::wire::layout::MAX_RING_SIZE as u32 + 1 + 1;
 }
 
 /// Extension: bits of HELLO_REQ's first reserved word (`ext_flags`);
