@@ -599,6 +599,37 @@ test_many_at_once() {
     result "many at once: $streams publishers x 2, CPU hogs" $ok "($((SECONDS - t)) s)"
 }
 
+# The transcoding-host benchmark's harness on host memory (scripts/bench-host.sh):
+# 2 streams x 4 consumers both ways, in real time, ended after 2 s of steady state.
+# Its results must be whole: a steady window, every consumer's rate, CPU net of the
+# driver's thread, no failure, nothing lost, and the run ended by the harness.
+test_bench_host() {
+    local d="$WORK/bench-host" t=$SECONDS ok=1
+    mkdir -p "$d"
+    if ! FFMPEG="$FFMPEG" timeout 120 bash scripts/bench-host.sh --memory host --mode re \
+        --streams 2 --consumers 4 --size 320x240 --seconds 60 --settle 1 --steady 2 \
+        --limit 60 --out "$d" >"$d/out.txt" 2>&1; then
+        echo "  bench-host failed"; ok=0
+    fi
+    python3 - "$d/runs.jsonl" >"$d/check.txt" 2>&1 <<'PY' || ok=0
+import json, sys
+runs = [json.loads(line) for line in open(sys.argv[1])]
+assert sorted(r["approach"] for r in runs) == ["cuframes", "direct"], runs
+for r in runs:
+    st = r["steady"]
+    assert st, "%s: no steady window" % r["approach"]
+    assert not r["failures"] and r["processes_reporting_loss"] == 0, r
+    assert r["stopped_after_steady_s"] == 2, r
+    assert sorted(st["consumer_fps"]) == ["cpu", "hold", "null", "scale"], st
+    assert all(v > 0 for v in st["consumer_fps"].values()), st
+    assert st["slowest_stream_fps"] and st["slowest_stream_fps"] > 0, st
+    assert st["cpu_ms_per_consumer_frame_net_of_driver"] is not None, st
+    assert r["real_time"] in (True, False), r
+PY
+    [ $ok = 1 ] || show "$d/out.txt" "$d/check.txt"
+    result "bench-host harness: 2 streams x 4 consumers, host memory" $ok "($((SECONDS - t)) s)"
+}
+
 # drop_oldest, real time: a subscriber that is still starting (libx264, and a
 # 300 ms stall after it subscribed) when the first frames come loses none of
 # them (read-ahead). The publisher is the CLI, paced from its first frame: an
@@ -950,6 +981,7 @@ selected held && {
     test_held_never
 }
 selected many && test_many_at_once
+selected benchhost && test_bench_host
 selected dropstart && test_drop_oldest_start
 selected loss && test_loss_is_reported
 selected sidedata && test_side_data
