@@ -735,3 +735,21 @@ fn a_truthful_relay_is_accepted() {
     assert_eq!(real.kind(), ErrorKind::Disconnected, "{real}");
     assert!(!real.to_string().contains("ownership"), "{real}");
 }
+
+/// The most descriptors a real publisher sends before SUBSCRIBE: the header,
+/// 16 slots (a ring of 16 shared as fds), the fence array and the side-data
+/// area. Announcing that many is let through (the liar then hangs up); one
+/// more is refused before any is read. Subscribers once refused 19, so no one
+/// could subscribe to a CUDA ring of 16.
+#[test]
+fn early_descriptors_up_to_a_full_cuda_ring_are_accepted_and_no_more() {
+    let full = connect_through_a_liar("early19", |accept| accept.early_fds = 19);
+    assert_eq!(full.kind(), ErrorKind::Disconnected, "{full}");
+    let over = connect_through_a_liar("early20", |accept| accept.early_fds = 20);
+    assert_eq!(over.kind(), ErrorKind::Protocol, "{over}");
+    assert!(
+        over.to_string()
+            .contains("announced 20 descriptors before SUBSCRIBE (at most 19)"),
+        "{over}"
+    );
+}
