@@ -80,6 +80,7 @@ class Proc:
         self.pid = self.p.pid
         self.ended = None
         self.rc = None
+        self.killed = False  # by the harness, at --limit
         self.cpu = {}      # t -> cpu seconds (process)
         self.threads = {}  # comm -> [(t, cpu_s, ctxsw)]
         self.frames = {}   # t -> frame count (publishers, direct decoders)
@@ -283,6 +284,7 @@ def run_once(a, approach, n, k, rep):
         if now > deadline:
             for p in procs:
                 if p.ended is None:
+                    p.killed = True
                     try:
                         os.killpg(p.pid, signal.SIGKILL)
                     except OSError:
@@ -298,7 +300,8 @@ def run_once(a, approach, n, k, rep):
         dmon.wait()
     sm, dec = dmon_averages(os.path.join(workdir, "dmon.txt"))
 
-    # Steady window: from 1 s after every process produced output to the first end.
+    # Steady window: from --settle s after every process produced output to the
+    # first end (or the harness's stop).
     outs = [p.first_output for p in procs if p.first_output is not None]
     w0 = (max(outs) + a.settle) if len(outs) == len(procs) else None
     w1 = min([p.ended for p in procs] + ([stop_at] if stop_at else [])) - 0.3
@@ -389,8 +392,10 @@ def run_once(a, approach, n, k, rep):
     if len(outs) == len(procs):
         startup_cpu = round(sum(p.at(p.cpu, p.first_output) or 0 for p in procs), 2)
     # A process ended by the harness after --steady is not a failure; one that
-    # had ended before is judged by its exit status.
-    failures = [p.name for p in procs if p.rc != 0 and (stop_at is None or p.ended < stop_at)]
+    # had ended before is judged by its exit status, and one that was still
+    # running at --limit (SIGINT ignored for 15 s, or never reached) failed.
+    failures = [p.name for p in procs
+                if p.rc != 0 and (stop_at is None or p.ended < stop_at or p.killed)]
     lost = sum(1 for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text()))
     mems = {}
     for sample in mem_samples:
