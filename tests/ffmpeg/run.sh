@@ -531,6 +531,13 @@ held() {
     [ "$slots" -ge 1 ] && [ "$copies" -ge 1 ] && [ $((slots + copies)) = $n ] ||
         { echo "  $slots shared slots + $copies private copies logged, expected both and $n in all"; ok=0; }
     grep -q "dropped by publisher" "$d/sub.err" && { echo "  the subscriber was dropped"; ok=0; }
+    # Mostly copies: the end of the input says so and what keeps them zero-copy.
+    local hint="'$KEY': $copies of $n frames were private copies: this graph holds more frames than the publisher's ring of 4 can spare"
+    if [ $((copies * 2)) -gt $n ]; then
+        grep -qF "$hint" "$d/sub.err" || { echo "  no hint that most frames were copies"; ok=0; }
+    else
+        grep -q "were private copies:" "$d/sub.err" && { echo "  a copies hint with $copies of $n copies"; ok=0; }
+    fi
     [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
     result "held frames: -vf $filter, ring 4" $ok "($slots shared slots, $copies copies, $((SECONDS - t)) s)"
 }
@@ -684,6 +691,8 @@ test_loss_is_reported() {
     lost=$(sed -n "s/.*'$KEY': [0-9]* frames received (.*), \([0-9]*\) lost.*/\1/p" "$d/sub.err" | tail -n 1)
     [ -n "$lost" ] && [ "$lost" -gt 0 ] || { echo "  no summary of the loss"; ok=0; }
     [ -n "$lost" ] && [ $((got + lost)) = $n ] || { echo "  $got received + ${lost:-?} lost != $n"; ok=0; }
+    # Under drop_oldest every frame is a copy by design: no advice about the ring.
+    grep -q "were private copies:" "$d/sub.err" && { echo "  a copies hint under drop_oldest"; ok=0; }
     [ $ok = 1 ] || show "$d/sub.err"
     result "drop_oldest: loss is reported" $ok "($got received, ${lost:-?} lost)"
     [ $ok = 1 ] && echo "     $(grep "Lost" "$d/sub.err" | head -n 1 | sed 's/^\[[^]]*\] //' | cut -c1-150)…"
