@@ -542,6 +542,28 @@ held() {
     result "held frames: -vf $filter, ring 4" $ok "($slots shared slots, $copies copies, $((SECONDS - t)) s)"
 }
 
+# The source filter under the same hold: frame-exact, and its end says that most
+# frames were copies (it shares the input device's code for both).
+test_held_filter() {
+    local d="$WORK/held-filter" n=60 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -vf "tmix=frames=8" \
+        -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
+        -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    ff 60 -filter_complex "cuframes=key=$KEY,tmix=frames=8" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
+        { echo "  subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    same_frames "filter tmix" "$d/ref.md5" "$d/sub.md5" $n || ok=0
+    grep -q "'$KEY': [0-9]* of $n frames were private copies: this graph holds more frames than the publisher's ring of 4" \
+        "$d/sub.err" || { echo "  no hint that most frames were copies"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/sub.err"
+    result "held frames: cuframes filter + tmix=frames=8, ring 4" $ok "($((SECONDS - t)) s)"
+}
+
 # The same with copy=never: the graph holds every slot and the publisher
 # drops the subscriber after its timeout. (Shows the test above is not
 # vacuous, and what copy=never risks.)
@@ -987,6 +1009,7 @@ selected slowstart && test_slow_start
 selected held && {
     held reverse reverse
     held tmix=frames=8 tmix
+    test_held_filter
     test_held_never
 }
 selected many && test_many_at_once
