@@ -308,23 +308,22 @@ def run_once(a, approach, n, k, rep):
     steady = None
     if w0 is not None and w1 - w0 >= 1.0:
         cpu = sum((p.at(p.cpu, w1) or 0) - (p.at(p.cpu, w0) or 0) for p in procs)
-        sources = [p for p in procs if p.role in ("pub", "dec")]
-        # Source frames of a stream in the window: a publisher's frames; for direct
-        # decoding, what each decoder got through (by output time, as consumers that
-        # drop frames output fewer), summed per stream over its K decoders / K.
-        src_frames = 0.0
-        consumer_frames = 0.0
-        for p in procs:
+        # Frames each process went through in the window: a publisher's frames
+        # decoded; a consumer's by output time (consumers that drop frames
+        # output fewer). None where the window has no sample.
+        def window_frames(p):
             if p.role == "pub":
                 f0, f1 = p.at(p.frames, w0), p.at(p.frames, w1)
-                if f0 is not None and f1 is not None:
-                    src_frames += f1 - f0
-            else:
-                q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
-                if q0 is not None and q1 is not None:
-                    consumer_frames += (q1 - q0) * a.fps
-        if approach == "direct":
-            src_frames = consumer_frames / k
+                return None if f0 is None or f1 is None else f1 - f0
+            q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
+            return None if q0 is None or q1 is None else (q1 - q0) * a.fps
+
+        frames = {p: window_frames(p) or 0.0 for p in procs}
+        consumer_frames = sum(f for p, f in frames.items() if p.role != "pub")
+        # Source frames: the publishers'; decoding directly, each stream's K
+        # decoders went through them K times.
+        src_frames = (consumer_frames / k if approach == "direct"
+                      else sum(f for p, f in frames.items() if p.role == "pub"))
         sub_cpu = sum((p.at(p.cpu, w1) or 0) - (p.at(p.cpu, w0) or 0) for p in procs if p.role != "pub")
         sub_driver_cpu = sum((p.at(p.driver_cpu, w1) or 0) - (p.at(p.driver_cpu, w0) or 0)
                              for p in procs if p.role != "pub")
@@ -333,28 +332,18 @@ def run_once(a, approach, n, k, rep):
         # consumers go at the pace of its slowest; decoding for themselves,
         # each goes at its own.
         per_consumer = {}
-        for p in procs:
-            if p.role == "pub":
-                continue
-            q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
-            if q0 is not None and q1 is not None:
-                per_consumer[p.consumer] = per_consumer.get(p.consumer, 0.0) + (q1 - q0) * a.fps
+        for p, f in frames.items():
+            if p.role != "pub":
+                per_consumer[p.consumer] = per_consumer.get(p.consumer, 0.0) + f
         consumer_fps = {c: round(per_consumer[c] / n / (w1 - w0), 1) for c in a.order if c in per_consumer}
         stream_fps = src_frames / n / (w1 - w0)
         # The slowest stream: its publisher's rate, or its slowest decoder's.
         # Real time is judged on it, not on the mean (a stream catching up
         # after a slow start runs above the rate and would hide a late one).
         per_stream = {}
-        for p in procs:
-            if approach == "cuframes" and p.role == "pub":
-                f0, f1 = p.at(p.frames, w0), p.at(p.frames, w1)
-                rate = (f1 - f0) / (w1 - w0) if f0 is not None and f1 is not None else 0.0
-            elif approach == "direct":
-                q0, q1 = p.at(p.pos, w0), p.at(p.pos, w1)
-                rate = (q1 - q0) * a.fps / (w1 - w0) if q0 is not None and q1 is not None else 0.0
-            else:
-                continue
-            per_stream[p.stream] = min(per_stream.get(p.stream, rate), rate)
+        for p, f in frames.items():
+            if (approach == "cuframes") == (p.role == "pub"):
+                per_stream[p.stream] = min(per_stream.get(p.stream, f), f)
         steady = {
             "window_s": round(w1 - w0, 2),
             "cpu_s": round(cpu, 2),
@@ -368,7 +357,7 @@ def run_once(a, approach, n, k, rep):
             "publisher_cpu_ms_per_frame": round(pub_cpu / src_frames * 1000, 3)
             if approach == "cuframes" and src_frames else None,
             "stream_fps": round(stream_fps, 1),
-            "slowest_stream_fps": round(min(per_stream.values()), 1) if per_stream else None,
+            "slowest_stream_fps": round(min(per_stream.values()) / (w1 - w0), 1) if per_stream else None,
             "aggregate_fps": round(src_frames / (w1 - w0), 1),
         }
         threads = {}

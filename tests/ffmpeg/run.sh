@@ -479,6 +479,14 @@ test_durations() {
 # SRC N: the clip the tests below publish (testsrc2, yuv420p, 320x240).
 held_source() { echo "testsrc2=size=320x240:rate=25"; }
 
+# held_publisher DIR N: N frames of it under strict_wait on a ring of 4, with short
+# timeouts (a subscriber that holds the ring is dropped fast); BGPID is its group.
+held_publisher() {
+    bg 60 /dev/null "$1/pub.err" -f lavfi -i "$(held_source)" -frames:v "$2" -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
+        -wait_subscribers 1 "$KEY"
+}
+
 # Subscribers slower to start than the ACK timeout (a 1.5 s stall after they
 # subscribed, ACK timeout 200 ms) are not dropped and lose nothing.
 test_slow_start() {
@@ -515,9 +523,7 @@ held() {
     # trim first: reverse ends only at the end of its (otherwise endless) input.
     ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -vf "trim=end_frame=$n,$filter" \
         -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
-    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
-        -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
-        -wait_subscribers 1 "$KEY"
+    held_publisher "$d" $n
     local pub=$BGPID
     ff 60 -xerror -loglevel debug -f cuframes -i "$KEY" -vf "$filter" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
         { echo "  subscriber failed"; ok=0; }
@@ -550,9 +556,7 @@ test_held_filter() {
     newkey
     ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -vf "tmix=frames=8" \
         -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
-    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
-        -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
-        -wait_subscribers 1 "$KEY"
+    held_publisher "$d" $n
     local pub=$BGPID
     ff 60 -filter_complex "cuframes=key=$KEY,tmix=frames=8" -f framemd5 "$d/sub.md5" 2>"$d/sub.err" ||
         { echo "  subscriber failed"; ok=0; }
@@ -571,9 +575,7 @@ test_held_never() {
     local d="$WORK/held-never" n=60 t=$SECONDS ok=1
     mkdir -p "$d"
     newkey
-    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
-        -f cuframes -policy strict_wait -ack_timeout 300ms -startup_timeout 300ms -ring_size 4 \
-        -wait_subscribers 1 "$KEY"
+    held_publisher "$d" $n
     local pub=$BGPID
     ff 60 -xerror -f cuframes -copy never -i "$KEY" -vf reverse -f framemd5 "$d/sub.md5" 2>"$d/sub.err"
     local rc=$?
