@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """How many processes can hold a CUDA context on this GPU at once, and what one costs.
 
-    python3 scripts/gpu/context-ceiling.py [--max N] [--step K]
+    python3 scripts/gpu/context-ceiling.py [--max N] [--step K] [--stack-size B]
+
+--stack-size sets the context's CU_LIMIT_STACK_SIZE (bytes per GPU thread) right
+after it is made, to see how much of a context's memory is its local-memory
+reservation (the stack times every thread the GPU can hold at once).
 
 Starts processes K at a time; each retains the device's primary context and
 allocates 1 MiB (what any CUDA consumer does first), says so, and waits. Stops at
@@ -32,9 +36,14 @@ check("cuDeviceGet", cuda.cuDeviceGet(ctypes.byref(dev), 0))
 ctx = ctypes.c_void_p()
 check("cuDevicePrimaryCtxRetain", cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
 check("cuCtxSetCurrent", cuda.cuCtxSetCurrent(ctx))
+STACK = int(sys.argv[1])
+if STACK >= 0:
+    check("cuCtxSetLimit", cuda.cuCtxSetLimit(0, ctypes.c_size_t(STACK)))
+got = ctypes.c_size_t()
+check("cuCtxGetLimit", cuda.cuCtxGetLimit(ctypes.byref(got), 0))
 ptr = ctypes.c_uint64()
 check("cuMemAlloc", cuda.cuMemAlloc_v2(ctypes.byref(ptr), 1 << 20))
-print("OK", flush=True)
+print(f"OK stack={got.value}", flush=True)
 sys.stdin.read()
 """
 
@@ -51,6 +60,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--max", type=int, default=160)
     ap.add_argument("--step", type=int, default=16)
+    ap.add_argument("--stack-size", type=int, default=-1,
+                    help="CU_LIMIT_STACK_SIZE to set in each context (default: leave it)")
     args = ap.parse_args()
     before, total = used_mib()
     print(f"device memory in use before: {before} MiB of {total} MiB")
@@ -58,12 +69,14 @@ def main():
     failed = None
     t0 = time.monotonic()
     while len(procs) < args.max and failed is None:
-        batch = [subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+        batch = [subprocess.Popen([sys.executable, "-c", CHILD, str(args.stack_size)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
                  for _ in range(min(args.step, args.max - len(procs)))]
         for p in batch:
             line = p.stdout.readline().strip()
-            if line == "OK":
+            if line.startswith("OK"):
+                if not procs:
+                    print(f"first process: {line}")
                 procs.append(p)
             else:
                 failed = failed or line or f"exit {p.wait()}"
