@@ -5,7 +5,8 @@
  *   - with a GPU: publishers in CUDA memory (device planes copied device to
  *     device; EXTERNAL slots published without a copy; host slots filled
  *     from device planes), read by a subscriber in a forked process that
- *     maps the slots and checks every byte;
+ *     maps the slots and checks every byte; a context the library starts
+ *     reserves no per-thread stack, one the caller made keeps its own;
  *   - without one: asking for CUDA memory fails with a status and a
  *     message, and AUTO falls back to host memory.
  * Forks happen before any CUDA call in either process (CUDA does not
@@ -47,6 +48,7 @@ static struct cuda_driver {
     cu_result (*memcpy_htod)(cu_deviceptr, const void *, size_t);
     cu_result (*memcpy_dtoh)(void *, cu_deviceptr, size_t);
     cu_result (*mem_get_address_range)(cu_deviceptr *, size_t *, cu_deviceptr);
+    cu_result (*ctx_get_limit)(size_t *, int);
 } cu;
 
 /* Loads the symbol or fails the load (casting through a union keeps
@@ -86,6 +88,7 @@ static int cuda_usable(void) {
     LOAD(memcpy_htod, "cuMemcpyHtoD_v2");
     LOAD(memcpy_dtoh, "cuMemcpyDtoH_v2");
     LOAD(mem_get_address_range, "cuMemGetAddressRange_v2");
+    LOAD(ctx_get_limit, "cuCtxGetLimit");
     return cu.init(0) == 0 && cu.device_get_count(&devices) == 0 && devices > 0;
 }
 
@@ -428,6 +431,61 @@ static int external_slots_body(void) {
     return 0;
 }
 
+/* The per-thread stack of the current context (CU_LIMIT_STACK_SIZE = 0). */
+static int current_stack(size_t *bytes) {
+    CHECK_CU(cu.ctx_get_limit(bytes, 0));
+    return 0;
+}
+
+/* A context the library starts itself reserves no per-thread stack (half a
+ * context's memory at CUDA's default); one the caller made is left alone. */
+static int stack_of_library_context_body(void);
+static int stack_of_callers_context_body(void);
+
+static int test_library_context_reserves_no_stack(void) {
+    if (!have_gpu) {
+        SKIP("no usable GPU");
+    }
+    CHECK(isolated(stack_of_library_context_body) == 0);
+    return isolated(stack_of_callers_context_body);
+}
+
+static int stack_of_library_context_body(void) {
+    char key[64];
+    cuframes_publisher_config config;
+    cuframes_publisher *publisher = NULL;
+    size_t stack = 1;
+    CHECK(cuda_usable());
+    config_for(&config, unique_key(key, sizeof key, "lean"), CUFRAMES_MEMORY_CUDA);
+    config.cuda_device = 0; /* no context current: the library starts device 0's */
+    CHECK_OK(cuframes_publisher_create(&config, &publisher));
+    CHECK(bind_device0() == 0); /* the same primary context, retained once more */
+    CHECK(current_stack(&stack) == 0);
+    printf("        stack of the library's context: %zu bytes a thread\n", stack);
+    CHECK(stack == 0);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
+static int stack_of_callers_context_body(void) {
+    char key[64];
+    cuframes_publisher_config config;
+    cuframes_publisher *publisher = NULL;
+    size_t before = 0, after = 0;
+    CHECK(cuda_usable());
+    CHECK(bind_device0() == 0); /* the caller's context, at CUDA's default */
+    CHECK(current_stack(&before) == 0);
+    config_for(&config, unique_key(key, sizeof key, "callers"), CUFRAMES_MEMORY_CUDA);
+    config.cuda_device = 0;
+    CHECK_OK(cuframes_publisher_create(&config, &publisher));
+    CHECK(current_stack(&after) == 0);
+    printf("        stack of the caller's context: %zu bytes a thread, before and after\n",
+           after);
+    CHECK(before > 0 && after == before);
+    cuframes_publisher_destroy(publisher);
+    return 0;
+}
+
 /* AUTO: CUDA with a GPU, host memory without; CUDA without a GPU: a clear
  * failure, never a crash. */
 static int memory_choice_body(void);
@@ -496,6 +554,7 @@ int main(int argc, char **argv) {
         {"device_planes_into_host_slots", test_device_planes_into_host_slots},
         {"external_slots_without_a_copy", test_external_slots_without_a_copy},
         {"memory_choice", test_memory_choice},
+        {"library_context_reserves_no_stack", test_library_context_reserves_no_stack},
     };
     int result;
     signal(SIGPIPE, SIG_IGN);

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 # ---------------------------------------------------------------- a. help
 test_help() {
     local ok=1 what opt out
-    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout startup_timeout memory auto host cuda cuda_share fd ipc wait_subscribers wait_timeout runtime_dir group" \
+    for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout startup_timeout memory auto host cuda cuda_share fd ipc cuda_stack_size wait_subscribers wait_timeout runtime_dir group" \
                 "demuxer=cuframes:name timeout reconnect reconnect_timeout reconnect_max copy always never read_ahead mode sequential latest runtime_dir" \
                 "filter=cuframes:key name timeout copy always never read_ahead mode sequential latest runtime_dir"; do
         if ! out=$(ff 20 -h "${what%%:*}" 2>&1); then

@@ -253,6 +253,38 @@ fn destroy_sends_shutdown_and_removes_resources() {
     );
 }
 
+/// A consumer slower than its publisher still gets what the publisher put in
+/// the ring before it shut down, and counts what was overwritten before that:
+/// received + lost = published, then the disconnection.
+#[test]
+fn frames_in_the_ring_at_shutdown_are_delivered_then_disconnected() {
+    for (published, first) in [(3u64, 1u64), (10, 7)] {
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("drain");
+        let mut publisher = Publisher::create(config(&key, dir.path())).unwrap(); // ring 4
+        let mut sub = subscribe(&key, dir.path(), "slow");
+        for _ in 0..published {
+            publish_pattern(&mut publisher);
+        }
+        drop(publisher);
+        let mut seqs = Vec::new();
+        let err = loop {
+            match sub.next(SECOND) {
+                Ok(lease) => {
+                    assert!(lease_matches(&lease), "frame {} intact", lease.seq());
+                    seqs.push(lease.seq());
+                }
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(seqs, (first..=published).collect::<Vec<_>>());
+        assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
+        assert!(sub.publisher_shut_down());
+        let stats = sub.stats();
+        assert_eq!(stats.received + stats.dropped, published, "{stats:?}");
+    }
+}
+
 #[test]
 fn a_live_key_cannot_be_published_twice() {
     let dir = tempfile::tempdir().unwrap();

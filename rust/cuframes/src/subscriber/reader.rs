@@ -78,18 +78,21 @@ impl Reader {
     /// The next frame, waiting up to `timeout` (None = forever).
     ///
     /// `Timeout` when nothing came; `Disconnected` once the publisher shut
-    /// down, died, or dropped us (and on every call after).
+    /// down, died, or dropped us (and on every call after). After a SHUTDOWN
+    /// the frames it published that are still in the ring come first.
     pub(super) fn next(&mut self, timeout: Option<Duration>) -> Result<FrameLease> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        if let Some(e) = &self.disconnected {
-            return Err(e.clone());
+        if self.disconnected.is_some() {
+            return self.drain();
         }
         loop {
             // Fast path, a frame is waiting: no system call but the ones
             // the frame needs. The socket is read when poll saw it readable,
             // before sleeping, and every CONTROL_CHECK_NS while frames flow.
-            if self.control_pending || clock::monotonic_ns() >= self.control_due_ns {
-                self.poll_control()?;
+            if (self.control_pending || clock::monotonic_ns() >= self.control_due_ns)
+                && self.poll_control().is_err()
+            {
+                return self.drain();
             }
             if let Some(lease) = self.take()? {
                 self.show_dropped();
@@ -99,7 +102,9 @@ impl Reader {
             // a publish after the look leaves it readable for the poll below.
             let mut counter = [0u8; 8];
             let _ = nix::unistd::read(&self.wake, &mut counter);
-            self.poll_control()?;
+            if self.poll_control().is_err() {
+                return self.drain();
+            }
             let taken = self.take()?;
             self.show_dropped();
             if let Some(lease) = taken {
@@ -122,6 +127,25 @@ impl Reader {
             poll_fds(&mut fds, left)?;
             self.control_pending = fds[1].revents().is_some_and(|r| !r.is_empty());
         }
+    }
+
+    /// Once disconnected: a publisher that shut down (SHUTDOWN) left the
+    /// frames it published complete in the ring, and a consumer slower than
+    /// it would lose them silently, so they are delivered first (a ring of
+    /// 16 holds half a second of video). After a crash or a drop, what is in
+    /// the ring is not trusted: the disconnection is returned at once.
+    fn drain(&mut self) -> Result<FrameLease> {
+        let disconnected = self
+            .disconnected
+            .clone()
+            .expect("drain() is called once disconnected");
+        if self.shut_down
+            && let Some(lease) = self.take()?
+        {
+            self.show_dropped();
+            return Ok(lease);
+        }
+        Err(disconnected)
     }
 
     /// Handles what the publisher sent on the socket; remembers and returns
