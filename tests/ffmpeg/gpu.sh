@@ -58,7 +58,7 @@ pair() {
 }
 
 # The publisher chose CUDA memory, and the subscriber got CUDA frames that are the
-# mapped slots (debug log: one address per ring slot, 8 by default).
+# mapped slots (debug log: one address per ring slot, 16 by default).
 zero_copy_evidence() {
     local d=$1 label=$2
     grep -q "CUDA memory" "$d/pub.err" || { echo "  publisher did not use CUDA memory"; return 1; }
@@ -68,7 +68,7 @@ zero_copy_evidence() {
     frames=$(grep -c 'CUDA 0x[0-9a-f]*, the shared slot' "$d/sub.err")
     echo "     $label: $frames CUDA frames handed out from $slots distinct slot addresses"
     [ -n "$OUT" ] && grep 'frame seq' "$d/sub.err" | head -n 12 >"$OUT/zero-copy-$label.txt"
-    [ "$frames" -gt 0 ] && [ "$slots" -ge 1 ] && [ "$slots" -le 8 ]
+    [ "$frames" -gt 0 ] && [ "$slots" -ge 1 ] && [ "$slots" -le 16 ]
 }
 
 selected nvdec && {
