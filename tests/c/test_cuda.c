@@ -462,7 +462,7 @@ static int stack_of_library_context_body(void) {
     CHECK(bind_device0() == 0); /* the same primary context, retained once more */
     CHECK(current_stack(&stack) == 0);
     printf("        stack of the library's context: %zu bytes a thread\n", stack);
-    CHECK(stack == 0);
+    CHECK(stack < 1024); /* CUDA's default; 0 on an H200, the driver may round up elsewhere */
     cuframes_publisher_destroy(publisher);
     return 0;
 }

@@ -82,17 +82,17 @@ impl Reader {
     /// the frames it published that are still in the ring come first.
     pub(super) fn next(&mut self, timeout: Option<Duration>) -> Result<FrameLease> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        if self.disconnected.is_some() {
-            return self.drain();
+        if let Some(disconnected) = self.disconnected.clone() {
+            return self.drain(disconnected);
         }
         loop {
             // Fast path, a frame is waiting: no system call but the ones
             // the frame needs. The socket is read when poll saw it readable,
             // before sleeping, and every CONTROL_CHECK_NS while frames flow.
             if (self.control_pending || clock::monotonic_ns() >= self.control_due_ns)
-                && self.poll_control().is_err()
+                && let Err(disconnected) = self.poll_control()
             {
-                return self.drain();
+                return self.drain(disconnected);
             }
             if let Some(lease) = self.take()? {
                 self.show_dropped();
@@ -102,8 +102,8 @@ impl Reader {
             // a publish after the look leaves it readable for the poll below.
             let mut counter = [0u8; 8];
             let _ = nix::unistd::read(&self.wake, &mut counter);
-            if self.poll_control().is_err() {
-                return self.drain();
+            if let Err(disconnected) = self.poll_control() {
+                return self.drain(disconnected);
             }
             let taken = self.take()?;
             self.show_dropped();
@@ -134,11 +134,7 @@ impl Reader {
     /// it would lose them silently, so they are delivered first (a ring of
     /// 16 holds half a second of video). After a crash or a drop, what is in
     /// the ring is not trusted: the disconnection is returned at once.
-    fn drain(&mut self) -> Result<FrameLease> {
-        let disconnected = self
-            .disconnected
-            .clone()
-            .expect("drain() is called once disconnected");
+    fn drain(&mut self, disconnected: Error) -> Result<FrameLease> {
         if self.shut_down
             && let Some(lease) = self.take()?
         {
