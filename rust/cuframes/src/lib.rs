@@ -23,6 +23,7 @@ mod channel;
 mod error;
 pub mod format;
 pub mod inspect;
+pub mod log;
 pub mod memory;
 pub mod pattern;
 mod platform;

@@ -48,6 +48,8 @@ pub(crate) struct ControlSetup {
     /// Who may subscribe (D19): this uid, root, and `group`.
     pub owner_uid: u32,
     pub group: Option<u32>,
+    /// The publisher's logger, for what the thread reports.
+    pub logger: Option<crate::log::Logger>,
 }
 
 /// The running thread; stopping it sends SHUTDOWN to every peer.
@@ -71,7 +73,10 @@ impl ControlThread {
         let name = format!("cuframes-ctl-{}", setup.registry.key);
         let handle = std::thread::Builder::new()
             .name(name.chars().take(15).collect())
-            .spawn(move || Control::new(setup, thread_stop).run())
+            .spawn(move || {
+                let logger = setup.logger.clone();
+                crate::log::with_logger(logger.as_ref(), || Control::new(setup, thread_stop).run())
+            })
             .map_err(|e| Error::io("spawning the control thread", &e))?;
         Ok(ControlThread {
             stop,

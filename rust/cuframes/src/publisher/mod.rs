@@ -156,6 +156,9 @@ pub struct PublisherConfig {
     /// a runtime directory of ours gets its search bit (D19).
     /// None (default): 0600, this user and root only.
     pub group: Option<String>,
+    /// Where the library's messages about this publisher go (its creation
+    /// and its control thread); None: the process's logger ([`crate::log`]).
+    pub logger: Option<crate::log::Logger>,
 }
 
 impl PublisherConfig {
@@ -179,6 +182,7 @@ impl PublisherConfig {
             external_slots: None,
             runtime_dir: None,
             group: None,
+            logger: None,
         }
     }
 }
@@ -233,6 +237,11 @@ impl Publisher {
     /// creates slots, shared header and socket, and starts serving
     /// subscribers.
     pub fn create(config: PublisherConfig) -> Result<Publisher> {
+        let logger = config.logger.clone();
+        crate::log::with_logger(logger.as_ref(), || Self::create_logged(config))
+    }
+
+    fn create_logged(config: PublisherConfig) -> Result<Publisher> {
         if config.ring_size == 0 || config.ring_size > MAX_RING_SIZE {
             return Err(Error::invalid(format!(
                 "ring size {} is outside 1..={MAX_RING_SIZE}",
@@ -319,6 +328,7 @@ impl Publisher {
             stats: control_stats.clone(),
             owner_uid: nix::unistd::geteuid().as_raw(),
             group,
+            logger: config.logger.clone(),
         })?;
         Ok(Publisher {
             key: config.key,

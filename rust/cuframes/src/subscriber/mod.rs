@@ -110,6 +110,9 @@ pub struct SubscriberConfig {
     /// [`CopyMode::Auto`]). 0, the default: no thread. Ignored under
     /// STRICT_WAIT, where the publisher waits for a slow consumer instead.
     pub read_ahead: usize,
+    /// Where the library's messages about this subscriber go (while it
+    /// connects); None: the process's logger ([`crate::log`]).
+    pub logger: Option<crate::log::Logger>,
 }
 
 impl SubscriberConfig {
@@ -125,6 +128,7 @@ impl SubscriberConfig {
             runtime_dir: None,
             copy: CopyMode::Never,
             read_ahead: 0,
+            logger: None,
         }
     }
 }
@@ -180,6 +184,11 @@ enum Source {
 impl Subscriber {
     /// Connects to the publisher of `config.key` and completes the handshake.
     pub fn connect(config: SubscriberConfig) -> Result<Subscriber> {
+        let logger = config.logger.clone();
+        crate::log::with_logger(logger.as_ref(), || Self::connect_logged(config))
+    }
+
+    fn connect_logged(config: SubscriberConfig) -> Result<Subscriber> {
         let reader = handshake::connect(&config)?;
         let (key, info) = (reader.key.clone(), reader.info.clone());
         let (bit, initial_seq) = (reader.ring.bit, reader.initial_seq);

@@ -126,8 +126,8 @@ impl CudaPool {
             (_, None) => Self::fd_slots(ctx.device, layout, ring_size, stream_of(binding.stream))?,
             (share, Some(why)) => {
                 if share != CudaShareRequest::Ipc {
-                    eprintln!(
-                        "cuframes: {why}: CUDA memory shared as CUDA IPC handles instead (subscribers must share this PID namespace)"
+                    crate::log::warning!(
+                        "{why}: CUDA memory shared as CUDA IPC handles instead (subscribers must share this PID namespace)"
                     );
                 }
                 require_ipc_events(&ctx)?;
@@ -245,8 +245,8 @@ impl CudaPool {
                 Ok(()) => Some(fences),
                 Err(e) => {
                     vmm::unmap(&fences.mapped);
-                    eprintln!(
-                        "cuframes: CUDA stream memory operations are unavailable ({e}): the publisher waits for each frame's copy before announcing it"
+                    crate::log::warning!(
+                        "CUDA stream memory operations are unavailable ({e}): the publisher waits for each frame's copy before announcing it"
                     );
                     None
                 }
