@@ -4,6 +4,13 @@
 //! Descriptors arrive with the bytes of the message they were sent with (the
 //! kernel never merges a read across a descriptor-carrying send), so they are
 //! queued in arrival order and each EVENT_FD message takes the oldest one.
+//!
+//! Every descriptor the kernel delivers is owned (and so closed) here, even
+//! when the ancillary data was truncated: the control buffer is parsed as
+//! bytes rather than through an iterator that refuses truncated data. A
+//! side that expects none (the publisher: subscribers never send any)
+//! closes them and the connection at once; the other (a subscriber) accepts
+//! one per EVENT_FD and refuses a peer with more queued (D33).
 
 use std::collections::VecDeque;
 use std::io::{IoSlice, IoSliceMut};
@@ -13,13 +20,27 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, UnixAddr, recvmsg, sendmsg};
+use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, recvmsg, sendmsg};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::message::{MAX_MESSAGE_LEN, Message};
 
-/// Most descriptors a peer may have queued before it is a protocol error.
-const MAX_QUEUED_FDS: usize = 8;
+/// Most descriptors a peer may have queued before it is a protocol error:
+/// our publishers send each EVENT_FD with its descriptor alone.
+const MAX_QUEUED_FDS: usize = 4;
+
+/// The kernel's limit of descriptors in one message (`SCM_MAX_FD`): the
+/// control buffer holds that many, so a flood is read whole and closed.
+const SCM_MAX_FD: usize = 253;
+
+/// Whether a side of the connection accepts descriptors from its peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Descriptors {
+    /// None: the first one closes the connection (the publisher's side).
+    Refused,
+    /// One per EVENT_FD message (the subscriber's side).
+    WithEventFd,
+}
 
 /// A received message and, for EVENT_FD, its descriptor.
 #[derive(Debug)]
@@ -34,6 +55,7 @@ pub(crate) struct Channel {
     sock: UnixStream,
     rx: Vec<u8>,
     fds: VecDeque<OwnedFd>,
+    accepts: Descriptors,
     eof: bool,
     peer: String,
 }
@@ -41,7 +63,7 @@ pub(crate) struct Channel {
 impl Channel {
     /// Wraps a connected socket (made non-blocking). `peer` names the other
     /// side in errors.
-    pub(crate) fn new(sock: UnixStream, peer: impl Into<String>) -> Result<Channel> {
+    pub(crate) fn new(sock: UnixStream, peer: impl Into<String>, accepts: Descriptors) -> Result<Channel> {
         let peer = peer.into();
         sock.set_nonblocking(true)
             .map_err(|e| Error::io(format!("socket to {peer}"), &e))?;
@@ -49,6 +71,7 @@ impl Channel {
             sock,
             rx: Vec::with_capacity(256),
             fds: VecDeque::new(),
+            accepts,
             eof: false,
             peer,
         })
@@ -72,42 +95,44 @@ impl Channel {
     /// nothing was there.
     fn fill(&mut self) -> Result<bool> {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
-        let mut cmsg = nix::cmsg_space!([RawFd; MAX_QUEUED_FDS]);
-        let (n, received) = {
+        let mut cmsg = nix::cmsg_space!([RawFd; SCM_MAX_FD]);
+        let (n, truncated) = {
             let mut iov = [IoSliceMut::new(&mut buf)];
-            let msg = match recvmsg::<UnixAddr>(
+            match recvmsg::<UnixAddr>(
                 self.sock.as_raw_fd(),
                 &mut iov,
                 Some(&mut cmsg),
                 MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
             ) {
-                Ok(msg) => msg,
+                Ok(msg) => (msg.bytes, msg.flags.contains(MsgFlags::MSG_CTRUNC)),
                 Err(Errno::EAGAIN | Errno::EINTR) => return Ok(false),
                 Err(Errno::ECONNRESET) => {
                     self.eof = true;
                     return Ok(true);
                 }
                 Err(e) => return Err(Error::os(format!("reading from {}", self.peer), e)),
-            };
-            let mut received: Vec<RawFd> = Vec::new();
-            if let Ok(cmsgs) = msg.cmsgs() {
-                for c in cmsgs {
-                    if let ControlMessageOwned::ScmRights(fds) = c {
-                        received.extend(fds);
-                    }
-                }
             }
-            (msg.bytes, received)
         };
-        for raw in received {
-            // SAFETY: the kernel just installed this descriptor in our table
-            // for us (SCM_RIGHTS); nothing else owns it.
-            self.fds.push_back(unsafe { OwnedFd::from_raw_fd(raw) });
+        let received = descriptors_in(&cmsg);
+        if truncated || (self.accepts == Descriptors::Refused && !received.is_empty()) {
+            self.fds.clear();
+            return Err(Error::protocol(format!(
+                "{} sent {}{} file descriptor(s){}",
+                self.peer,
+                received.len(),
+                if truncated { " or more" } else { "" },
+                if self.accepts == Descriptors::Refused {
+                    "; subscribers never send any"
+                } else {
+                    ""
+                }
+            )));
         }
+        self.fds.extend(received);
         if self.fds.len() > MAX_QUEUED_FDS {
             self.fds.clear();
             return Err(Error::protocol(format!(
-                "{} sent too many file descriptors",
+                "{} sent more file descriptors than messages to carry them",
                 self.peer
             )));
         }
@@ -142,6 +167,15 @@ impl Channel {
         loop {
             if let Some(r) = self.parse()? {
                 return Ok(Some(r));
+            }
+            if self.rx.is_empty() && !self.fds.is_empty() {
+                // Every complete message is taken and no EVENT_FD claimed
+                // them: sent with some other message.
+                self.fds.clear();
+                return Err(Error::protocol(format!(
+                    "{} sent a file descriptor with a message that carries none",
+                    self.peer
+                )));
             }
             if self.eof {
                 return Err(self.closed_error());
@@ -180,6 +214,35 @@ impl Channel {
                 "{} closed the connection in the middle of a message",
                 self.peer
             ))
+        }
+    }
+}
+
+/// Connects to the listening socket at `path` without blocking: a listener
+/// whose backlog is full (busy, or flooded) answers `EAGAIN` at once
+/// instead of holding the caller (D34).
+pub(crate) fn connect_nonblocking(path: &std::path::Path) -> std::result::Result<UnixStream, Errno> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, connect, socket};
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    connect(fd.as_raw_fd(), &UnixAddr::new(path)?)?;
+    Ok(UnixStream::from(fd))
+}
+
+/// [`connect_nonblocking`], retried while the listener is busy until
+/// `deadline`.
+pub(crate) fn connect_until(path: &std::path::Path, deadline: Instant) -> std::io::Result<UnixStream> {
+    loop {
+        match connect_nonblocking(path) {
+            Err(Errno::EAGAIN | Errno::EINTR) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(e) => return Err(std::io::Error::from(e)),
+            Ok(sock) => return Ok(sock),
         }
     }
 }
@@ -233,6 +296,43 @@ pub(crate) fn send_on(
         }
     }
     Ok(())
+}
+
+/// Every descriptor in a control buffer the kernel filled (zeroed before
+/// the call), owned: `SCM_RIGHTS` messages in `cmsghdr` layout, read as
+/// bytes so that a truncated buffer gives up its descriptors too.
+fn descriptors_in(control: &[u8]) -> Vec<OwnedFd> {
+    let header = size_of::<nix::libc::cmsghdr>();
+    let align = |n: usize| n.next_multiple_of(size_of::<usize>());
+    let word = |at: usize, len: usize| control.get(at..at + len);
+    let mut fds = Vec::new();
+    let mut at = 0;
+    while let Some(len_bytes) = word(at, size_of::<usize>()) {
+        let len = usize::from_ne_bytes(len_bytes.try_into().expect("usize bytes"));
+        if len < header || at + len > control.len() {
+            break;
+        }
+        let level = i32::from_ne_bytes(
+            control[at + size_of::<usize>()..][..4]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        let kind = i32::from_ne_bytes(
+            control[at + size_of::<usize>() + 4..][..4]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        if level == nix::libc::SOL_SOCKET && kind == nix::libc::SCM_RIGHTS {
+            for raw in control[at + align(header)..at + len].chunks_exact(4) {
+                let raw = RawFd::from_ne_bytes(raw.try_into().expect("4 bytes"));
+                // SAFETY: the kernel installed this descriptor in our table
+                // for this message (SCM_RIGHTS) and nothing else owns it.
+                fds.push(unsafe { OwnedFd::from_raw_fd(raw) });
+            }
+        }
+        at += align(len);
+    }
+    fds
 }
 
 /// Polls `fd` for readability for at most `timeout` (None = forever).

@@ -11,14 +11,14 @@
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind as IoKind;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::os::unix::net::UnixStream;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::libc;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::shm::header::ShmHeader;
+use crate::platform::names;
+use crate::shm::header::{AtName, ShmHeader};
 
 /// Environment variable that overrides the runtime directory.
 pub const RUNTIME_DIR_ENV: &str = "CUFRAMES_RUNTIME_DIR";
@@ -263,28 +263,30 @@ pub fn shm_name(key: &str) -> String {
 pub enum SocketState {
     /// No file at the path.
     Absent,
-    /// A process accepts connections.
+    /// A process accepts connections (or is too busy to: its backlog is
+    /// full), or the socket is not ours to connect to.
     Live,
     /// The file exists but nobody listens (refused): stale.
     Stale,
 }
 
-/// Spec §1's primary liveness test.
+/// Spec §1's primary liveness test, without blocking (a listener whose
+/// backlog is full answers at once, as live).
 pub fn probe_socket(path: &Path) -> SocketState {
-    match UnixStream::connect(path) {
-        Ok(_) => SocketState::Live,
-        Err(e) if e.kind() == IoKind::NotFound => SocketState::Absent,
-        Err(_) => SocketState::Stale,
+    use nix::errno::Errno;
+    match crate::channel::connect_nonblocking(path) {
+        Ok(_) | Err(Errno::EAGAIN) => SocketState::Live,
+        Err(Errno::ENOENT) => SocketState::Absent,
+        Err(Errno::ECONNREFUSED) => SocketState::Stale,
+        // Not a socket (refused before connecting), or no permission: not
+        // a dead publisher's leftover we could prove.
+        Err(_) => SocketState::Live,
     }
 }
 
 /// Whether a live process holds `key`'s lock, tested without taking it.
 pub fn lock_is_held(lock: &Path) -> bool {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(lock)
-        .is_ok_and(|file| crate::platform::lock::is_locked_elsewhere(&file))
+    names::open_regular(lock, false).is_ok_and(|(file, _)| crate::platform::lock::is_locked_elsewhere(&file))
 }
 
 /// A publisher's exclusive claim on a key: the held lock, with every stale
@@ -309,9 +311,32 @@ impl KeyClaim {
                 .write(true)
                 .create(true)
                 .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
                 .open(&paths.lock)
                 .map_err(|e| Error::io(format!("opening lock {}", paths.lock.display()), &e))?;
+            // What was opened is what lstat saw, of ours, and empty as we
+            // leave it: anything else is not a lock of this key's publisher.
+            let meta = file
+                .metadata()
+                .map_err(|e| Error::io(format!("fstat {}", paths.lock.display()), &e))?;
+            if !meta.file_type().is_file() {
+                return Err(names::foreign(
+                    &paths.lock,
+                    format_args!("a {}", names::kind_of(&meta)),
+                ));
+            }
+            if !names::owned_by_us(&meta) {
+                return Err(names::foreign(
+                    &paths.lock,
+                    format_args!("a file of uid {}", meta.uid()),
+                ));
+            }
+            if meta.len() != 0 {
+                return Err(names::foreign(
+                    &paths.lock,
+                    format_args!("{} bytes long (a lock file is empty)", meta.len()),
+                ));
+            }
             if !crate::platform::lock::try_lock_exclusive(&file, &paths.lock.display().to_string())? {
                 return Err(already_published(key, &paths.shm_name));
             }
@@ -365,6 +390,15 @@ fn clear_stale(paths: &KeyPaths) -> Result<Vec<String>> {
             ));
         }
         SocketState::Stale => {
+            // Only a socket of ours is provably our publisher's leftover.
+            if let Some(meta) = names::lstat(&paths.socket)?
+                && !names::owned_by_us(&meta)
+            {
+                return Err(names::foreign(
+                    &paths.socket,
+                    format_args!("a socket of uid {} that nobody listens on", meta.uid()),
+                ));
+            }
             std::fs::remove_file(&paths.socket)
                 .map_err(|e| Error::io(format!("removing stale socket {}", paths.socket.display()), &e))?;
             removed.push(paths.socket.display().to_string());
@@ -374,7 +408,8 @@ fn clear_stale(paths: &KeyPaths) -> Result<Vec<String>> {
     // The shared header is global (/dev/shm) while socket and lock are per
     // runtime directory: a publisher using another directory still holds
     // the header's own lock.
-    if ShmHeader::owner_alive(&paths.shm_name) == Some(true) {
+    let at_name = ShmHeader::at_name(&paths.shm_name)?;
+    if at_name == AtName::Live {
         return Err(Error::new(
             ErrorKind::AlreadyExists,
             format!(
@@ -383,8 +418,8 @@ fn clear_stale(paths: &KeyPaths) -> Result<Vec<String>> {
             ),
         ));
     }
-    if ShmHeader::unlink(&paths.shm_name)? {
-        removed.push(format!("/dev/shm{}", paths.shm_name));
+    if at_name == AtName::Stale && ShmHeader::unlink(&paths.shm_name)? {
+        removed.push(names::shm_path(&paths.shm_name).display().to_string());
     }
     Ok(removed)
 }
@@ -413,28 +448,49 @@ impl Drop for KeyClaim {
 }
 
 /// Every key with a resource on this machine: shared headers in /dev/shm
-/// and sockets or locks in the runtime directories. Sorted, unique.
+/// and sockets or locks in the runtime directories. Sorted, unique. A name
+/// holding the wrong kind of file (a FIFO where a header belongs, say:
+/// anyone can create names in /dev/shm) is skipped with a warning.
 pub fn list_keys(runtime_dir: Option<&Path>) -> Vec<String> {
     let mut keys = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/dev/shm") {
+    let mut scan = |dir: &Path, key_of: &dyn Fn(&str) -> Option<(String, bool)>| {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(key) = name.strip_prefix(SHM_PREFIX) {
-                keys.push(key.to_owned());
+            let Some((key, socket)) = key_of(&name) else {
+                continue;
+            };
+            if validate_key(&key).is_err() {
+                continue;
+            }
+            // d_type, or lstat: nothing is opened here.
+            let Ok(ft) = entry.file_type() else { continue };
+            let fits = if socket { ft.is_socket() } else { ft.is_file() };
+            if fits {
+                keys.push(key);
+            } else {
+                let kind = std::fs::symlink_metadata(entry.path())
+                    .map_or("file of another kind", |m| names::kind_of(&m));
+                crate::log::warning!(
+                    "skipping {}: a {kind} where cuframes keeps a {} (not put there by cuframes)",
+                    entry.path().display(),
+                    if socket { "socket" } else { "regular file" }
+                );
             }
         }
-    }
+    };
+    scan(Path::new(names::SHM_DIR), &|name| {
+        name.strip_prefix(SHM_PREFIX).map(|k| (k.to_owned(), false))
+    });
     for dir in runtime_dir_candidates(runtime_dir) {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if let Some(key) = name.strip_suffix(".sock").or_else(|| name.strip_suffix(".lock")) {
-                    keys.push(key.to_owned());
-                }
-            }
-        }
+        scan(&dir, &|name| {
+            name.strip_suffix(".sock")
+                .map(|k| (k.to_owned(), true))
+                .or_else(|| name.strip_suffix(".lock").map(|k| (k.to_owned(), false)))
+        });
     }
-    keys.retain(|k| validate_key(k).is_ok());
     keys.sort();
     keys.dedup();
     keys
@@ -464,17 +520,20 @@ pub fn key_status(key: &str, runtime_dir: Option<&Path>) -> Result<KeyStatus> {
     let mut chosen = KeyPaths::in_dir(key, &dirs[0])?;
     for dir in &dirs {
         let paths = KeyPaths::in_dir(key, dir)?;
-        if paths.socket.exists() || paths.lock.exists() {
+        let present = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        if present(&paths.socket) || present(&paths.lock) {
             chosen = paths;
             break;
         }
     }
-    let has_socket = std::fs::symlink_metadata(&chosen.socket).is_ok();
+    let socket = names::lstat(&chosen.socket).ok().flatten();
+    let has_socket = socket.is_some();
     let has_lock = std::fs::symlink_metadata(&chosen.lock).is_ok();
-    let has_shm = Path::new("/dev/shm").join(&chosen.shm_name[1..]).exists();
+    let has_shm = std::fs::symlink_metadata(names::shm_path(&chosen.shm_name)).is_ok();
     let live = lock_is_held(&chosen.lock)
-        || ShmHeader::owner_alive(&chosen.shm_name) == Some(true)
-        || (has_socket && probe_socket(&chosen.socket) == SocketState::Live);
+        || ShmHeader::at_name(&chosen.shm_name).is_ok_and(|at| at == AtName::Live)
+        || (socket.is_some_and(|m| m.file_type().is_socket())
+            && probe_socket(&chosen.socket) == SocketState::Live);
     Ok(KeyStatus {
         paths: chosen,
         live,

@@ -305,11 +305,16 @@ fn stale_socket_and_shm_are_recovered() {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("stale");
     // What a crashed publisher leaves: a socket nobody listens on and a
-    // shared header (here: junk).
+    // shared header of its size (here: zeros). Anything else at the name is
+    // not provably its leftover, and is refused (trust.rs).
     let sock = dir.path().join(format!("{key}.sock"));
     drop(UnixListener::bind(&sock).unwrap());
     assert!(sock.exists());
-    std::fs::write(format!("/dev/shm/cuframes-{key}"), b"junk from a dead publisher").unwrap();
+    std::fs::write(
+        format!("/dev/shm/cuframes-{key}"),
+        vec![0u8; cuframes::protocol::HEADER_SIZE],
+    )
+    .unwrap();
     let err = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     assert!(err.to_string().contains("stale"), "{err}");

@@ -17,7 +17,7 @@ use nix::poll::{PollFd, PollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::registry::Registry;
-use crate::channel::{Channel, poll_fds};
+use crate::channel::{Channel, Descriptors, poll_fds};
 use crate::error::{Error, ErrorKind, Result};
 use crate::platform::access;
 use crate::wire::PROTOCOL_VERSION;
@@ -25,8 +25,22 @@ use crate::wire::message::{
     HelloAccept, HelloResp, Message, SubscribeResp, fd_purpose, hello_flags, shutdown_reason,
 };
 
-/// Most connections still in the handshake at once; more are closed at accept.
-const MAX_PENDING: usize = 64;
+/// How long a new connection may take to send HELLO_REQ: ours send it
+/// right after connecting; silence is a leaked or hostile connection (D34).
+const HELLO_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Most connections waiting for their HELLO_REQ at once; a new one beyond
+/// this closes the one that has been silent longest.
+const MAX_SILENT: usize = 64;
+
+/// Most handshakes past HELLO (making their CUDA context, mapping slots)
+/// at once, and from one user.
+const MAX_HANDSHAKES: usize = 64;
+const MAX_HANDSHAKES_PER_UID: usize = 16;
+
+/// Most connections accepted per turn of the loop, so that peers already
+/// connected are read between bursts of new ones.
+const ACCEPT_BURST: usize = 16;
 
 /// Counters the control thread keeps, for callers and tests.
 #[derive(Debug, Default)]
@@ -116,6 +130,7 @@ struct Peer {
     phase: Phase,
     name: String,
     pid: u32,
+    uid: u32,
     deadline: Instant,
 }
 
@@ -196,19 +211,18 @@ impl Control {
     }
 
     fn accept(&mut self) {
-        loop {
+        for _ in 0..ACCEPT_BURST {
             let sock = match self.setup.listener.accept() {
                 Ok((sock, _)) => sock,
                 Err(_) => return,
             };
-            let pending = self
-                .peers
-                .iter()
-                .filter(|p| !matches!(p.phase, Phase::Active(_)))
-                .count();
-            if pending >= MAX_PENDING {
-                self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
-                continue; // dropped: closed at once
+            let silent: Vec<usize> = (0..self.peers.len())
+                .filter(|&i| self.peers[i].phase == Phase::Hello)
+                .collect();
+            if silent.len() >= MAX_SILENT
+                && let Some(&oldest) = silent.iter().min_by_key(|&&i| self.peers[i].conn)
+            {
+                self.reject(oldest); // silent longest: makes room
             }
             let Ok(cred) = access::peer_credentials(&sock) else {
                 self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -232,7 +246,11 @@ impl Control {
             }
             let conn = self.next_conn;
             self.next_conn += 1;
-            let Ok(chan) = Channel::new(sock, format!("subscriber connection {conn} (pid {pid})")) else {
+            let Ok(chan) = Channel::new(
+                sock,
+                format!("subscriber connection {conn} (pid {pid})"),
+                Descriptors::Refused,
+            ) else {
                 continue;
             };
             self.peers.push(Peer {
@@ -241,7 +259,8 @@ impl Control {
                 phase: Phase::Hello,
                 name: String::new(),
                 pid,
-                deadline: Instant::now() + self.setup.handshake_timeout,
+                uid: cred.uid,
+                deadline: Instant::now() + HELLO_TIMEOUT,
             });
         }
     }
@@ -268,7 +287,15 @@ impl Control {
         }
     }
 
+    /// Peers past HELLO and not yet subscribed: in all, and of `uid`.
+    fn handshakes(&self, uid: u32) -> (usize, usize) {
+        let busy = self.peers.iter().filter(|p| p.phase == Phase::Subscribe);
+        let of_uid = busy.clone().filter(|p| p.uid == uid).count();
+        (busy.count(), of_uid)
+    }
+
     fn handle(&mut self, index: usize, msg: Message) -> Verdict {
+        let (handshakes, of_uid) = self.handshakes(self.peers[index].uid);
         let peer = &mut self.peers[index];
         match (peer.phase, msg) {
             (_, Message::Ping { nonce }) => send_or_close(&peer.chan, &Message::Pong { nonce }),
@@ -284,6 +311,16 @@ impl Control {
                     }));
                     return Verdict::Close;
                 }
+                if handshakes >= MAX_HANDSHAKES || of_uid >= MAX_HANDSHAKES_PER_UID {
+                    let _ = peer.chan.send(&Message::Error {
+                        code: ErrorKind::TooMany.code(),
+                        message: format!(
+                            "too many handshakes in progress ({handshakes}, {of_uid} of them from uid {}): try again",
+                            peer.uid
+                        ),
+                    });
+                    return Verdict::Close;
+                }
                 if crate::SubscriberMode::from_wire(req.mode).is_none() {
                     let _ = peer.chan.send(&Message::HelloResp(HelloResp {
                         result: ErrorKind::InvalidArgument.code(),
@@ -294,6 +331,7 @@ impl Control {
                 }
                 peer.name = req.name;
                 peer.phase = Phase::Subscribe;
+                peer.deadline = Instant::now() + self.setup.handshake_timeout;
                 // Protocol-v1 subscribers get v1's handshake; ours ask for
                 // the descriptors that spare them /dev/shm and CUDA IPC.
                 let early: &[(u32, OwnedFd)] = if req.ext_flags & hello_flags::EARLY_FDS != 0 {

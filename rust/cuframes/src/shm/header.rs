@@ -2,6 +2,7 @@
 //! atomic field access, snapshots and validation of untrusted contents.
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use nix::errno::Errno;
@@ -12,12 +13,21 @@ use nix::unistd::ftruncate;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
+use crate::platform::names;
 use crate::platform::region::{Access, MappedRegion};
 use crate::wire::layout::{
     FrameMeta, HEADER_SIZE, MAGIC, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL,
     OWNERSHIP_LIBRARY, POLICY_DROP_OLDEST, POLICY_STRICT_WAIT, PROTOCOL_VERSION, SharedHeader, offsets,
 };
 use crate::wire::{CudaShare, MemoryKind};
+
+/// What a shared-header name holds (see [`ShmHeader::at_name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtName {
+    Absent,
+    Live,
+    Stale,
+}
 
 /// A mapped shared header.
 #[derive(Debug)]
@@ -104,19 +114,16 @@ impl ShmHeader {
     }
 
     fn open_with(name: &str, access: Access) -> Result<ShmHeader> {
-        let flags = match access {
-            Access::ReadOnly => OFlag::O_RDONLY,
-            Access::ReadWrite => OFlag::O_RDWR,
-        } | OFlag::O_CLOEXEC
-            | OFlag::O_NOFOLLOW;
-        let fd: OwnedFd = shm_open(name, flags, Mode::empty()).map_err(|e| match e {
-            Errno::ENOENT => Error::new(
-                ErrorKind::NotFound,
-                format!("shared memory {name} does not exist"),
-            ),
-            e => Error::os(format!("shm_open {name}"), e),
-        })?;
-        Self::from_fd(&fd, access, name)
+        let path = names::shm_path(name);
+        let (file, _) =
+            names::open_regular(&path, access == Access::ReadWrite).map_err(|e| match e.kind() {
+                ErrorKind::NotFound => Error::new(
+                    ErrorKind::NotFound,
+                    format!("shared memory {name} does not exist"),
+                ),
+                _ => e,
+            })?;
+        Self::from_fd(&OwnedFd::from(file), access, name)
     }
 
     /// A new read-write descriptor of our own object `name`, to send to a
@@ -137,6 +144,11 @@ impl ShmHeader {
     /// one sent by the publisher needs no check.
     pub(crate) fn from_fd(fd: &OwnedFd, access: Access, what: &str) -> Result<ShmHeader> {
         let stat = fstat(fd.as_fd()).map_err(|e| Error::os(format!("fstat {what}"), e))?;
+        if stat.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+            return Err(Error::corrupt(format!(
+                "shared memory {what} is not a regular file"
+            )));
+        }
         if stat.st_size != HEADER_SIZE as i64 {
             return Err(Error::corrupt(format!(
                 "shared memory {what} is {} bytes; protocol v1 requires {HEADER_SIZE}",
@@ -151,16 +163,41 @@ impl ShmHeader {
         })
     }
 
-    /// Whether the object `name` exists (Some) and a live creator still holds
-    /// its lock (true).
-    pub(crate) fn owner_alive(name: &str) -> Option<bool> {
-        let fd = shm_open(
-            name,
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        )
-        .ok()?;
-        Some(crate::platform::lock::is_locked_elsewhere(&fd))
+    /// What is at the name `name`: nothing, a header a live creator holds
+    /// the lock of, or one provably left by a dead publisher of this user
+    /// (a regular file of ours, of a header's size or empty, unlocked).
+    /// Anything else is refused, naming the path and what it is; nothing
+    /// here blocks or follows a link.
+    pub(crate) fn at_name(name: &str) -> Result<AtName> {
+        let path = names::shm_path(name);
+        let (file, meta) = match names::open_regular(&path, false) {
+            Ok(opened) => opened,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(AtName::Absent),
+            Err(e) if e.kind() == ErrorKind::Permission => return Err(e),
+            Err(e) => {
+                let owner = names::lstat(&path)?.map_or(String::new(), |m| format!(" of uid {}", m.uid()));
+                return Err(names::foreign(
+                    &path,
+                    format_args!("a file{owner} this process cannot read ({e})"),
+                ));
+            }
+        };
+        if crate::platform::lock::is_locked_elsewhere(&file) {
+            return Ok(AtName::Live);
+        }
+        if !names::owned_by_us(&meta) {
+            return Err(names::foreign(
+                &path,
+                format_args!("a file of uid {}", meta.uid()),
+            ));
+        }
+        if meta.len() != 0 && meta.len() != HEADER_SIZE as u64 {
+            return Err(names::foreign(
+                &path,
+                format_args!("{} bytes long (a shared header is {HEADER_SIZE})", meta.len()),
+            ));
+        }
+        Ok(AtName::Stale)
     }
 
     /// Removes the object's name (mappings stay valid).

@@ -3,7 +3,6 @@
 //! descriptors sent with EVENT_FD, and the slots mapped in this process.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -13,7 +12,7 @@ use nix::errno::Errno;
 use super::lease::Ring;
 use super::reader::Reader;
 use super::{SubscriberConfig, SubscriberMode};
-use crate::channel::Channel;
+use crate::channel::{Channel, Descriptors};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
 use crate::platform::region::Access;
@@ -28,7 +27,8 @@ use crate::wire::message::{HelloAccept, HelloReq, Message, fd_purpose, hello_fla
 pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let paths = KeyPaths::for_subscriber(&config.key, config.runtime_dir.as_deref())?;
     let key = config.key.clone();
-    let sock = UnixStream::connect(&paths.socket).map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
+    let deadline = Instant::now() + config.connect_timeout;
+    let sock = crate::channel::connect_until(&paths.socket, deadline).map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
         Some(Errno::ECONNREFUSED) => Error::new(
             ErrorKind::NotFound,
             format!(
@@ -39,8 +39,9 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         Some(Errno::ENOENT) => Error::new(ErrorKind::NotFound, format!("no publisher for key '{key}'")),
         _ => Error::io(format!("connecting to {}", paths.socket.display()), &e),
     })?;
-    let mut chan = Channel::new(sock, format!("publisher of '{key}'"))?;
-    let deadline = Instant::now() + config.connect_timeout;
+    let mut chan = Channel::new(sock, format!("publisher of '{key}'"), Descriptors::WithEventFd)?;
+    let publisher = crate::platform::access::peer_credentials(chan.socket())?;
+    trusted_listener(&paths, publisher.uid)?;
     crate::testhook::abort_at("sub-before-hello");
 
     // HELLO, and the descriptors sent before SUBSCRIBE (D27): the
@@ -62,7 +63,6 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     }
     validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
 
-    let publisher = crate::platform::access::peer_credentials(chan.socket())?;
     // The header, untrusted: validated, and it must agree with HELLO_RESP.
     let header = match take_fd(&mut early, fd_purpose::HEADER) {
         Some(fd) => ShmHeader::from_fd(
@@ -229,10 +229,14 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
 /// IPC namespace's (D27). Mapped read-only.
 pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Result<ShmHeader> {
     let key = paths.key.clone();
-    let sock = UnixStream::connect(&paths.socket)
-        .map_err(|e| Error::io(format!("connecting to {}", paths.socket.display()), &e))?;
-    let mut chan = Channel::new(sock, format!("publisher of '{key}'"))?;
     let deadline = Instant::now() + timeout;
+    let sock = crate::channel::connect_until(&paths.socket, deadline)
+        .map_err(|e| Error::io(format!("connecting to {}", paths.socket.display()), &e))?;
+    let mut chan = Channel::new(sock, format!("publisher of '{key}'"), Descriptors::WithEventFd)?;
+    trusted_listener(
+        paths,
+        crate::platform::access::peer_credentials(chan.socket())?.uid,
+    )?;
     let (_, mut early) = hello(
         &mut chan,
         deadline,
@@ -252,6 +256,44 @@ pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Re
         Access::ReadOnly,
         &format!("shared memory of '{key}' (sent by its publisher)"),
     )
+}
+
+/// Refuses a listener that need not be the key's publisher: one whose
+/// socket file is not its own, or, in a directory every user may write
+/// (sticky, like /tmp), one of a user other than ours, root or the
+/// directory's owner — anyone could have bound that name first (D34).
+fn trusted_listener(paths: &KeyPaths, listener_uid: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let socket = crate::platform::names::lstat(&paths.socket)?.ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("{} vanished", paths.socket.display()),
+        )
+    })?;
+    if socket.uid() != listener_uid {
+        return Err(Error::new(
+            ErrorKind::Permission,
+            format!(
+                "{} belongs to uid {} but the process listening on it runs as uid {listener_uid}: refusing it",
+                paths.socket.display(),
+                socket.uid()
+            ),
+        ));
+    }
+    let dir =
+        std::fs::metadata(&paths.dir).map_err(|e| Error::io(format!("stat {}", paths.dir.display()), &e))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if dir.mode() & 0o002 != 0 && ![me, 0, dir.uid()].contains(&listener_uid) {
+        return Err(Error::new(
+            ErrorKind::Permission,
+            format!(
+                "{} was bound by uid {listener_uid} in {}, a directory every user may write: anyone could have taken the name; use a runtime directory of the publisher's own (CUFRAMES_RUNTIME_DIR)",
+                paths.socket.display(),
+                paths.dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// HELLO_REQ asking for the early descriptors, HELLO_RESP (a refusal as an
@@ -427,7 +469,7 @@ mod tests {
     #[test]
     fn a_failed_slot_mapping_with_the_publisher_gone_is_a_disconnection() {
         let (ours, theirs) = UnixStream::pair().unwrap();
-        let mut chan = Channel::new(ours, "publisher").unwrap();
+        let mut chan = Channel::new(ours, "publisher", Descriptors::WithEventFd).unwrap();
         let driver_error = Error::new(
             ErrorKind::Cuda,
             "cuIpcOpenMemHandle failed: CUDA_ERROR_INVALID_HANDLE",
