@@ -138,6 +138,14 @@ typedef uint32_t cuframes_memory;
 typedef uint32_t cuframes_cuda_share;
 
 /**
+ * Which protocol-v1 subscribers a publisher admits (`CUFRAMES_V1_PEERS_*`;
+ * docs/security.md): those that ACK in the shared header every one of them
+ * can write (other implementations, cuframes before 0.3). They can never
+ * change what cuframes subscribers read; among themselves they can.
+ */
+typedef uint32_t cuframes_v1_peers;
+
+/**
  * How to create a publisher. Initialise with `cuframes_publisher_config_init`,
  * then set at least `key`, `format`, `width` and `height`.
  */
@@ -239,9 +247,11 @@ typedef struct cuframes_publisher_config {
      */
     cuframes_cuda_share cuda_share;
     /**
-     * Zero.
+     * Which protocol-v1 subscribers are admitted (docs/security.md); init
+     * and 0: CUFRAMES_V1_PEERS_SAME_USER. (This was a reserved zero before
+     * 0.3, so older callers get the default.)
      */
-    uint32_t reserved;
+    cuframes_v1_peers v1_peers;
 } cuframes_publisher_config;
 
 /**
@@ -841,6 +851,21 @@ typedef struct cuframes_key_info {
  * must share the publisher's PID namespace.
  */
 #define CUFRAMES_CUDA_SHARE_IPC 2
+
+/**
+ * Only this user's and root's (the default; 0 in a zeroed config).
+ */
+#define CUFRAMES_V1_PEERS_SAME_USER 0
+
+/**
+ * None: every subscriber ACKs in an area of its own.
+ */
+#define CUFRAMES_V1_PEERS_REFUSE 1
+
+/**
+ * Every admitted peer; with a group, the shared header becomes 0660.
+ */
+#define CUFRAMES_V1_PEERS_ALLOW 2
 
 #ifdef __cplusplus
 extern "C" {

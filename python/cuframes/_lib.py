@@ -61,7 +61,7 @@ class PublisherConfig(_Sized):
         ("cuda_device", ctypes.c_int32),
         ("startup_timeout_ms", ctypes.c_uint32),
         ("cuda_share", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint32),
+        ("v1_peers", ctypes.c_uint32),
     ]
 
 

@@ -23,7 +23,10 @@ def inspect(cli, key):
 
 
 def last_seen(cli, key, name):
-    """The last seq subscriber `name` ACKed, as the shared header says."""
+    """The last seq subscriber `name` ACKed, as the shared header says: the
+    publisher copies it there from the subscriber's own ACK area every 250 ms
+    (and at each publish), so wait a little longer than that first."""
+    time.sleep(0.3)
     for sub in inspect(cli, key)["subscriber_slots"]:
         if sub["name"] == name:
             return sub["last_seen_seq"]

@@ -96,7 +96,7 @@ static int test_config_init_defaults(void) {
     memset(&p, 0xAB, sizeof p);
     memset(&s, 0xAB, sizeof s);
     cuframes_publisher_config_init(&p);
-    CHECK(p.struct_size == sizeof p && p.reserved == 0);
+    CHECK(p.struct_size == sizeof p && p.v1_peers == CUFRAMES_V1_PEERS_SAME_USER);
     CHECK(p.key == NULL && p.runtime_dir == NULL);
     CHECK(p.format == 0 && p.width == 0 && p.height == 0);
     CHECK(p.ring_size == 4);
@@ -843,7 +843,7 @@ static int test_newer_header_structs(void) {
     CHECK_OK(cuframes_publisher_config_init_sized(&config.known, sizeof config));
     CHECK(config.known.struct_size == sizeof config);
     CHECK(config.added[0] == 0 && config.added[1] == 0); /* zeroed: unknown here */
-    CHECK(config.known.ring_size == 4 && config.known.reserved == 0);
+    CHECK(config.known.ring_size == 4 && config.known.v1_peers == CUFRAMES_V1_PEERS_SAME_USER);
     config.known.key = key;
     config.known.format = CUFRAMES_FORMAT_NV12;
     config.known.width = 32;
@@ -854,11 +854,11 @@ static int test_newer_header_structs(void) {
     CHECK_STATUS(cuframes_publisher_create(&config.known, &publisher), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK(strstr(cuframes_last_error(), "newer cuframes.h") != NULL);
     CHECK(publisher == SENTINEL(cuframes_publisher));
-    config.known.reserved = 1;
+    config.known.v1_peers = 7; /* not a cuframes_v1_peers */
     config.added[1] = 0;
     CHECK_STATUS(cuframes_publisher_create(&config.known, &publisher), CUFRAMES_ERR_INVALID_ARGUMENT);
-    CHECK(strstr(cuframes_last_error(), "config.reserved") != NULL);
-    config.known.reserved = 0;
+    CHECK(strstr(cuframes_last_error(), "config.v1_peers") != NULL);
+    config.known.v1_peers = CUFRAMES_V1_PEERS_SAME_USER;
     CHECK_OK(cuframes_publisher_create(&config.known, &publisher));
 
     memset(&info, 0xCD, sizeof info);

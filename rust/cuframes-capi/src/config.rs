@@ -13,9 +13,10 @@ use crate::error::invalid;
 use crate::ffi::{optional_path, optional_str, required_str};
 use crate::types::{
     CUFRAMES_COPY_NEVER, CUFRAMES_CUDA_SHARE_AUTO, CUFRAMES_MEMORY_AUTO, CUFRAMES_MODE_SEQUENTIAL,
-    CUFRAMES_POLICY_DROP_OLDEST, copy_from_c, cuda_share_from_c, cuframes_copy_mode, cuframes_cuda_share,
-    cuframes_format, cuframes_memory, cuframes_policy, cuframes_subscriber_mode, format_from_c,
-    memory_request_from_c, mode_from_c, policy_from_c,
+    CUFRAMES_POLICY_DROP_OLDEST, CUFRAMES_V1_PEERS_SAME_USER, copy_from_c, cuda_share_from_c,
+    cuframes_copy_mode, cuframes_cuda_share, cuframes_format, cuframes_memory, cuframes_policy,
+    cuframes_subscriber_mode, cuframes_v1_peers, format_from_c, memory_request_from_c, mode_from_c,
+    policy_from_c, v1_peers_from_c,
 };
 
 /// Ring size used when `ring_size` is 0.
@@ -90,8 +91,10 @@ pub struct cuframes_publisher_config {
     /// CUFRAMES_CUDA_SHARE_AUTO (FD where supported, else IPC). FD where
     /// unsupported is UNSUPPORTED at create; ignored for host memory.
     pub cuda_share: cuframes_cuda_share,
-    /// Zero.
-    pub reserved: u32,
+    /// Which protocol-v1 subscribers are admitted (docs/security.md); init
+    /// and 0: CUFRAMES_V1_PEERS_SAME_USER. (This was a reserved zero before
+    /// 0.3, so older callers get the default.)
+    pub v1_peers: cuframes_v1_peers,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -159,7 +162,7 @@ impl cuframes_publisher_config {
             cuda_device: -1,
             startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
             cuda_share: CUFRAMES_CUDA_SHARE_AUTO,
-            reserved: 0,
+            v1_peers: CUFRAMES_V1_PEERS_SAME_USER,
         }
     }
 
@@ -173,13 +176,8 @@ impl cuframes_publisher_config {
         let key = unsafe { required_str(self.key, "config.key") }?;
         cuframes::validate_key(key)?;
         let format = format_from_c(self.format, "config.format")?;
-        if self.reserved != 0 {
-            return Err(invalid(format!(
-                "config.reserved is {}: it must be 0",
-                self.reserved
-            )));
-        }
         let mut config = PublisherConfig::new(key, format, self.width, self.height);
+        config.v1_peers = v1_peers_from_c(self.v1_peers, "config.v1_peers")?;
         config.ring_size = match self.ring_size {
             0 => DEFAULT_RING_SIZE,
             n => n,

@@ -459,7 +459,7 @@ mod tests {
                 assert!(<$t as Growable>::SIZES.is_sorted());
             };
         }
-        ends_at_size!(cuframes_publisher_config, reserved, u32);
+        ends_at_size!(cuframes_publisher_config, v1_peers, u32);
         ends_at_size!(cuframes_subscriber_config, read_ahead, u32);
         ends_at_size!(cuframes_stream_info, reserved, u32);
         ends_at_size!(cuframes_slot, pitches, [usize; 4]);

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 
 use cuframes::{
     CopyMode, CudaShare, CudaShareRequest, MemoryKind, MemoryRequest, PixelFormat, Policy, Result,
-    StreamInfo, SubscriberMode,
+    StreamInfo, SubscriberMode, V1Peers,
 };
 
 use crate::error::invalid;
@@ -119,6 +119,18 @@ pub const CUFRAMES_CUDA_SHARE_FD: cuframes_cuda_share = 1;
 /// Legacy CUDA IPC handles (what protocol-v1 subscribers read): subscribers
 /// must share the publisher's PID namespace.
 pub const CUFRAMES_CUDA_SHARE_IPC: cuframes_cuda_share = 2;
+
+/// Which protocol-v1 subscribers a publisher admits (`CUFRAMES_V1_PEERS_*`;
+/// docs/security.md): those that ACK in the shared header every one of them
+/// can write (other implementations, cuframes before 0.3). They can never
+/// change what cuframes subscribers read; among themselves they can.
+pub type cuframes_v1_peers = u32;
+/// Only this user's and root's (the default; 0 in a zeroed config).
+pub const CUFRAMES_V1_PEERS_SAME_USER: cuframes_v1_peers = 0;
+/// None: every subscriber ACKs in an area of its own.
+pub const CUFRAMES_V1_PEERS_REFUSE: cuframes_v1_peers = 1;
+/// Every admitted peer; with a group, the shared header becomes 0660.
+pub const CUFRAMES_V1_PEERS_ALLOW: cuframes_v1_peers = 2;
 
 /// `cuframes_frame_props.flags`: a key frame.
 pub const CUFRAMES_PROPS_KEY_FRAME: u8 = 1;
@@ -288,6 +300,17 @@ pub(crate) fn cuda_share_from_c(value: cuframes_cuda_share, what: &str) -> Resul
         CUFRAMES_CUDA_SHARE_IPC => Ok(CudaShareRequest::Ipc),
         _ => Err(invalid(format!(
             "{what} {value} is not a cuframes_cuda_share (0 AUTO, 1 FD, 2 IPC)"
+        ))),
+    }
+}
+
+pub(crate) fn v1_peers_from_c(value: cuframes_v1_peers, what: &str) -> Result<V1Peers> {
+    match value {
+        CUFRAMES_V1_PEERS_SAME_USER => Ok(V1Peers::SameUser),
+        CUFRAMES_V1_PEERS_REFUSE => Ok(V1Peers::Refuse),
+        CUFRAMES_V1_PEERS_ALLOW => Ok(V1Peers::Allow),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_v1_peers (0 SAME_USER, 1 REFUSE, 2 ALLOW)"
         ))),
     }
 }

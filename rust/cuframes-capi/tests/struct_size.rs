@@ -85,14 +85,14 @@ fn publisher_config_sizes() {
         assert_refused(status, mentions);
         assert_eq!(publisher, sentinel(), "{size}: out-parameter written");
     }
-    // reserved must be 0.
+    // v1_peers (once a reserved zero) takes only its three values.
     let mut config = publisher_config(&key, &dir_c, CUFRAMES_FORMAT_NV12);
-    config.reserved = 1;
+    config.v1_peers = 7;
     let mut publisher: *mut cuframes_publisher = sentinel();
     // SAFETY: a valid config.
     assert_refused(
         unsafe { cuframes_publisher_create(&config, &mut publisher) },
-        "config.reserved is 1",
+        "config.v1_peers 7",
     );
 
     // A newer header's config: init zeroes the tail this library does not

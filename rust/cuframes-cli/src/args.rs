@@ -70,10 +70,17 @@ pub struct PublishArgs {
     /// How long --wait-subscribers waits.
     #[arg(long, default_value_t = 30000)]
     pub wait_timeout_ms: u64,
-    /// Also let members of this group (name or gid) subscribe: socket and
-    /// shared memory 0660 with that group (default: 0600, this user and root).
+    /// Also let members of this group (name or gid) subscribe: the socket
+    /// becomes 0660 and the shared memory 0640 with that group (default:
+    /// 0600, this user and root).
     #[arg(long)]
     pub group: Option<String>,
+    /// Which protocol-v1 subscribers to admit, those that ACK in the shared
+    /// memory every one of them can write (other implementations, cuframes
+    /// before 0.3): refuse, same-user (this user and root) or allow (the
+    /// group's too; docs/security.md).
+    #[arg(long, value_name = "WHO", default_value = "same-user", value_parser = parse_v1_peers)]
+    pub v1_peers: cuframes::V1Peers,
     /// CUDA device ordinal whose primary context holds the slots (default:
     /// device 0). Implies CUDA memory: an error with --memory host or
     /// without a usable GPU.
@@ -258,4 +265,8 @@ pub struct BenchWorkerArgs {
     pub cuda_sync: bool,
     #[arg(long, default_value_t = 10000)]
     pub timeout_ms: u64,
+}
+
+fn parse_v1_peers(s: &str) -> Result<cuframes::V1Peers, String> {
+    cuframes::V1Peers::parse(s).map_err(|e| e.to_string())
 }

@@ -88,6 +88,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     let fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
     config.fps = fps;
     config.group = a.group.clone();
+    config.v1_peers = a.v1_peers;
     let mut publisher = Publisher::create(config)?;
     let memory_note = match (publisher.memory(), cuframes::cuda_unavailable_reason()) {
         (MemoryKind::Host, Some(why)) if a.memory == "auto" => format!("host memory ({why})"),

@@ -118,8 +118,10 @@ mod needs_root {
         let publisher = publish(&dir, &key, &["--group", "65534"]);
         let socket = std::fs::symlink_metadata(dir.join(format!("{key}.sock"))).unwrap();
         assert_eq!((socket.mode() & 0o777, socket.gid()), (0o660, NOBODY));
+        // The shared header: the group reads it (0640); only protocol-v1
+        // subscribers write theirs, and the group's are refused (D33).
         let shm = std::fs::metadata(shm_path(&key)).unwrap();
-        assert_eq!((shm.mode() & 0o777, shm.gid()), (0o660, NOBODY));
+        assert_eq!((shm.mode() & 0o777, shm.gid()), (0o640, NOBODY));
         let dir_meta = std::fs::metadata(&dir).unwrap();
         assert_eq!((dir_meta.mode() & 0o777, dir_meta.gid()), (0o710, NOBODY));
         let summary = subscribe_as_nobody(&dir, &key, &[]).assert_success().json();

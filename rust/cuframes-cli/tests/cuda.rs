@@ -102,6 +102,105 @@ mod needs_gpu {
         }
     }
 
+    /// D33 on the GPU: a peer forging the shared header all the while —
+    /// stale slots relabelled as the next frame with `global_seq` to match,
+    /// every seq sent to 2^62 now and then, every ACK bit set — beside a
+    /// verifying subscriber of a CUDA publisher, in both ways of sharing and
+    /// under both policies: every frame arrives, right, none lost.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn forged_seqs_and_acks_cost_a_cuda_subscriber_nothing() {
+        use std::os::unix::fs::FileExt;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        for share in ["fd", "ipc"] {
+            for policy in ["strict-wait", "drop-oldest"] {
+                let env = TestEnv::new();
+                let key = env.key(&format!("forge-{share}"));
+                let pace = if policy == "drop-oldest" {
+                    "--fps 120"
+                } else {
+                    "--fps 0"
+                };
+                let publisher = cuda_publish(
+                    &env,
+                    &key,
+                    &format!(
+                        "--size 1280x720 {pace} --frames 300 --ring 4 --policy {policy} \
+                         --wait-subscribers 1 --cuda-share {share}"
+                    ),
+                );
+                let header = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(shm_path(&key))
+                    .expect("the shared header, read-write, as a v1 subscriber has it");
+                let stop = Arc::new(AtomicBool::new(false));
+                let rounds = Arc::new(AtomicU64::new(0));
+                let forger = {
+                    let (stop, rounds) = (stop.clone(), rounds.clone());
+                    std::thread::spawn(move || {
+                        let u64_at = |off: u64| {
+                            let mut b = [0u8; 8];
+                            header.read_exact_at(&mut b, off).unwrap();
+                            u64::from_le_bytes(b)
+                        };
+                        let put = |off: u64, v: u64| header.write_all_at(&v.to_le_bytes(), off).unwrap();
+                        while !stop.load(Ordering::Relaxed) {
+                            let n = rounds.fetch_add(1, Ordering::Relaxed);
+                            let global = u64_at(0xC0);
+                            let seqs: Vec<u64> = (0..4).map(|k| u64_at(0x100 + 192 * k)).collect();
+                            if let Some(oldest) =
+                                (0..4).filter(|&k| seqs[k] != u64::MAX).min_by_key(|&k| seqs[k])
+                            {
+                                put(0x100 + 192 * oldest as u64, global + 1);
+                                put(0xC0, global + 1);
+                            }
+                            if n % 200 == 0 {
+                                (0..4).for_each(|k| put(0x100 + 192 * k, 1 << 62));
+                                put(0xC0, 1 << 62);
+                            }
+                            (0..4).for_each(|k| put(0x100 + 192 * k + 0x10, 0xFFFF_FFFE));
+                            std::thread::sleep(Duration::from_micros(50));
+                        }
+                    })
+                };
+                // Under drop-oldest a verifying subscriber may lag and lose
+                // frames honestly: it reads until the end, and every frame
+                // must be accounted for.
+                let frames = if policy == "drop-oldest" { "0" } else { "300" };
+                let summary = env
+                    .subscribe(&key, &format!("--verify --frames {frames}"))
+                    .wait(Duration::from_secs(90))
+                    .assert_success()
+                    .json();
+                stop.store(true, Ordering::Relaxed);
+                forger.join().unwrap();
+                eprintln!(
+                    "{share} {policy}: {} forgeries; {summary}",
+                    rounds.load(Ordering::Relaxed)
+                );
+                assert!(
+                    rounds.load(Ordering::Relaxed) > 100,
+                    "{share} {policy}: the forger ran"
+                );
+                assert_eq!(summary["cuda_share"], share, "{summary}");
+                if policy == "strict-wait" {
+                    assert_all_verified(&summary, 1, 300);
+                } else {
+                    assert_eq!(uint(&summary, "mismatched"), 0, "{summary}");
+                    assert_eq!(uint(&summary, "verified"), uint(&summary, "frames"), "{summary}");
+                    assert_eq!(
+                        uint(&summary, "frames") + uint(&summary, "dropped"),
+                        300,
+                        "{summary}"
+                    );
+                }
+                publisher.wait(EXIT_LIMIT).assert_success();
+            }
+        }
+    }
+
     /// The smallest and the largest ring in both ways of sharing: a ring of
     /// 16 shared as fds sends the most descriptors before SUBSCRIBE (header,
     /// 16 slots, fences, side data), one more than subscribers once allowed.

@@ -62,7 +62,7 @@ pub mod protocol {
 pub use props::FrameProps;
 pub use publisher::{
     DEFAULT_STARTUP_TIMEOUT_MS, PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats,
-    SubscriberInfo,
+    SubscriberInfo, V1Peers,
 };
 pub use side_data::{SIDE_DATA_CAPACITY, SideData, kind as side_data_kind};
 pub use subscriber::{

@@ -34,6 +34,29 @@
 //! falls back to IPC handles and says why.
 
 use std::sync::OnceLock;
+
+/// Says once per process, through the library's log, which of these
+/// switches are set: they are honoured in every build, because whoever can
+/// set a process's environment can already kill it, slow it or LD_PRELOAD
+/// it (none of them reaches past the process it is set for, D20), but a
+/// production process that runs with one by accident should say so.
+pub(crate) fn announce() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        for name in [
+            ABORT_AT_ENV,
+            STALL_AT_ENV,
+            NO_STREAM_MEMOPS_ENV,
+            NO_FD_SHARING_ENV,
+        ] {
+            if let Ok(value) = std::env::var(name) {
+                crate::log::warning!(
+                    "{name}={value} is set: a test switch, which changes how this process behaves"
+                );
+            }
+        }
+    });
+}
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The environment variable.

@@ -69,7 +69,10 @@ fn private_by_default() {
 }
 
 #[test]
-fn a_group_gets_0660_and_a_searchable_directory() {
+fn a_group_gets_its_modes_and_a_searchable_directory() {
+    // The group may connect (socket 0660) and read the named header (0640:
+    // only protocol-v1 subscribers write it, and they are refused to the
+    // group unless v1_peers=allow, which makes it 0660, D33).
     let base = tempfile::tempdir().unwrap();
     let dir = base.path().join("rt");
     let key = unique_key("group");
@@ -82,10 +85,16 @@ fn a_group_gets_0660_and_a_searchable_directory() {
     assert_eq!(socket.mode() & 0o7777, 0o660);
     assert_eq!(socket.gid(), gid);
     let shm = std::fs::metadata(shm_file(&key)).unwrap();
-    assert_eq!(shm.mode() & 0o7777, 0o660);
+    assert_eq!(shm.mode() & 0o7777, 0o640);
     assert_eq!(shm.gid(), gid);
     assert_eq!(mode(&publisher.paths().lock), 0o600, "the lock stays private");
     drop(subscribe(&key, &dir, "member"));
+    drop(publisher);
+    let mut cfg = config(&key, &dir);
+    cfg.group = Some(gid.to_string());
+    cfg.v1_peers = cuframes::V1Peers::Allow;
+    let _publisher = Publisher::create(cfg).unwrap();
+    assert_eq!(std::fs::metadata(shm_file(&key)).unwrap().mode() & 0o7777, 0o660);
 
     let mut bad = config(&unique_key("nogroup"), &dir);
     bad.group = Some("no-such-group-cuframes".into());

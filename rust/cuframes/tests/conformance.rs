@@ -43,6 +43,39 @@ fn live_header_is_byte_exact() {
     assert_eq!(lease.seq(), 1);
     lease.release().unwrap();
 
+    // The subscriber ACKed in its own area (D33), byte for byte; the
+    // publisher copies what it reports into the header's record within
+    // 250 ms.
+    let area = ack_area_of(&key);
+    assert_eq!(area.len(), 4096, "ACK area: one page");
+    let slot_of_1 = 1; // seq 1 lives in slot 1 % ring 4
+    for slot in 0..16 {
+        let released = u64_at(&area, slot * 8);
+        assert_eq!(
+            released,
+            if slot == slot_of_1 { 1 } else { 0 },
+            "released[{slot}]"
+        );
+    }
+    assert_eq!(u64_at(&area, 0x80), 1, "taken");
+    assert_eq!(u64_at(&area, 0x88), 1, "last_seen_seq");
+    assert!(u64_at(&area, 0x90) > 0, "last_ack_ns");
+    assert_eq!(u64_at(&area, 0x98), 1, "received");
+    assert_eq!(
+        (u64_at(&area, 0xA0), u64_at(&area, 0xA8), u64_at(&area, 0xB0)),
+        (0, 0, 0),
+        "dropped, overwritten, copied"
+    );
+    assert!(zero(&area, 0xB8..4096), "ACK area reserved");
+    let record = 0xD00 + sub.bit() as usize * 128;
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            let b = std::fs::read(format!("/dev/shm/cuframes-{key}")).unwrap();
+            u64_at(&b, record + 0x10) == 1 && u64_at(&b, record + 0x48) == 1
+        }),
+        "the publisher mirrors the subscriber's report"
+    );
+
     let b = std::fs::read(format!("/dev/shm/cuframes-{key}")).unwrap();
     assert_eq!(b.len(), 7424);
     assert_eq!(
@@ -82,19 +115,25 @@ fn live_header_is_byte_exact() {
     let bit = sub.bit() as usize;
     assert_eq!(u64_at(&b, 0xC8), 1 << bit, "subscriber_bitmap");
     assert_eq!(u64_at(&b, 0xD0), 0, "shutdown_flag");
-    assert_eq!(u32_at(&b, 0xD8), 1, "extension ack_futex: bumped by the one ACK");
+    assert_eq!(
+        u32_at(&b, 0xD8),
+        0,
+        "extension ack_futex: only protocol-v1 subscribers bump it"
+    );
     assert_eq!(u32_at(&b, 0xDC), 0, "extension publisher_waiting: not waiting");
-    assert!(zero(&b, 0xE0..0x100), "reserved_b");
+    assert!(
+        zero(&b, 0xE0..0x100),
+        "reserved_b (busy_slots lives in the sealed copy only)"
+    );
     // Slots at 0x100, 192 bytes each; seq s lives in slot s % ring.
     for seq in 1..=3u64 {
         let s = 0x100 + (seq as usize % 4) * 192;
         assert_eq!(u64_at(&b, s), seq, "slot seq");
         assert_eq!(u64_at(&b, s + 0x08), ((seq - 1) * 1000), "pts_ns");
-        let acked = u64_at(&b, s + 0x10);
         assert_eq!(
-            acked,
-            if seq == 1 { 1 << bit } else { 0 },
-            "ack_bitmap of seq {seq}"
+            u64_at(&b, s + 0x10),
+            0,
+            "ack_bitmap of seq {seq}: cuframes subscribers ACK in their own areas"
         );
         assert_eq!(u64_at(&b, s + 0x18), 256 * 72, "written_bytes");
         let stride = (256 * 72usize).next_multiple_of(4096) as u64;
@@ -282,7 +321,8 @@ fn goldens() -> Vec<Golden> {
                 &[14, 0, 0, 0],                     // shm_path_len
                 b"/cuframes-cam1",                  // shm_path
                 &[3, 0, 0, 0],                      // early_fds 3 (extension): EVENT_FDs before SUBSCRIBE
-                zeros8,                             // reserved
+                &[2, 0, 0, 0],                      // granted: PRIVATE_ACKS (extension, D33)
+                &[0, 0, 0, 0],                      // reserved
             ]),
             message: Message::HelloResp(HelloResp {
                 result: 0,
@@ -293,9 +333,10 @@ fn goldens() -> Vec<Golden> {
                     meta: golden_meta(),
                     shm_path: "/cuframes-cam1".into(),
                     early_fds: 3,
+                    granted: 2,
                 }),
             }),
-            reserved: 110..118,
+            reserved: 114..118,
         },
         // §3.4 "at result < 0 the payload may be shorter (result + reserved)";
         // notes D3, E4: the first reserved word is the publisher's version.
@@ -606,6 +647,26 @@ fn strict_lengths_and_limits() {
     let mut error = golden("ERROR, with a message");
     error[12] = 16;
     assert!(Message::decode(&error).is_err());
+}
+
+/// The bytes of the ACK area of `key` (publisher and subscriber are both
+/// in this process and map the same memfd), read through /proc/self/mem at
+/// the mapping /proc/self/maps names.
+fn ack_area_of(key: &str) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let name = format!("/memfd:cuframes-{key}-acks-");
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps
+        .lines()
+        .find(|l| l.contains(&name))
+        .unwrap_or_else(|| panic!("no ACK area of {key} is mapped here"));
+    let start = u64::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
+    let mut bytes = vec![0u8; 4096];
+    std::fs::File::open("/proc/self/mem")
+        .unwrap()
+        .read_exact_at(&mut bytes, start)
+        .unwrap();
+    bytes
 }
 
 fn raw_connect(publisher: &Publisher) -> UnixStream {

@@ -59,6 +59,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
                         meta,
                         shm_path: path,
                         early_fds: 0,
+                        granted: 0,
                     }),
                 })
             }

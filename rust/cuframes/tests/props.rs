@@ -144,7 +144,6 @@ fn side_data_crosses_with_its_frame_only() {
 /// hostile or broken publisher) costs the frame its side data, nothing more.
 #[test]
 fn a_hostile_side_data_length_is_refused() {
-    use std::os::unix::fs::FileExt;
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("side-hostile");
     let mut cfg = config(&key, dir.path());
@@ -156,19 +155,13 @@ fn a_hostile_side_data_length_is_refused() {
         .unwrap();
     let seq = publish_pattern(&mut publisher);
     let slot = (seq % 8) as u64; // ring of 8: the frame's usual slot (D22)
-    let header = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(format!("/dev/shm/cuframes-{key}"))
-        .unwrap();
     for (len, what) in [
         (u64::MAX, "huge"),
         (1 << 20, "past the area"),
         (5, "cuts an entry"),
     ] {
-        header
-            .write_all_at(&len.to_le_bytes(), 0x100 + slot * 192 + 0x88)
-            .unwrap();
+        // What subscribers read comes from the publisher's own copy (D33).
+        write_publisher_copy(&key, 0x100 + slot * 192 + 0x88, len);
         let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
         assert!(lease.side_data().is_empty(), "{what}");
         assert!(lease_matches(&lease), "{what}: the pixels still arrive");

@@ -81,22 +81,42 @@ impl Drop for MappedRegion {
 /// later write(2) and writable mapping forbidden, so the processes it is sent
 /// to, who could reopen it read-write through /proc, can only read it.
 pub(crate) fn sealed_memfd(name: &str, len: usize, what: &str) -> Result<(OwnedFd, MappedRegion)> {
+    memfd(name, len, what, true)
+}
+
+/// A new memfd like [`sealed_memfd`] whose size is fixed but which stays
+/// writable: for memory one peer writes and the publisher reads.
+pub(crate) fn resizeless_memfd(name: &str, len: usize, what: &str) -> Result<(OwnedFd, MappedRegion)> {
+    memfd(name, len, what, false)
+}
+
+fn memfd(name: &str, len: usize, what: &str, read_only_elsewhere: bool) -> Result<(OwnedFd, MappedRegion)> {
     let memfd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
         .map_err(|e| Error::os(format!("memfd_create for {what}"), e))?;
     let size = i64::try_from(len).map_err(|_| Error::invalid(format!("{what}: {len} bytes")))?;
     ftruncate(&memfd, size).map_err(|e| Error::os(format!("ftruncate {what} to {len} bytes"), e))?;
     let region = MappedRegion::map(&memfd, len, Access::ReadWrite, what)?;
     let fixed = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
-    fcntl(
-        &memfd,
-        FcntlArg::F_ADD_SEALS(fixed | SealFlag::F_SEAL_FUTURE_WRITE),
-    )
-    .or_else(|e| match e {
-        nix::errno::Errno::EINVAL => fcntl(&memfd, FcntlArg::F_ADD_SEALS(fixed)),
-        e => Err(e),
-    })
-    .map_err(|e| Error::os(format!("sealing {what}"), e))?;
+    let seals = if read_only_elsewhere {
+        fixed | SealFlag::F_SEAL_FUTURE_WRITE
+    } else {
+        fixed
+    };
+    fcntl(&memfd, FcntlArg::F_ADD_SEALS(seals))
+        .or_else(|e| match e {
+            nix::errno::Errno::EINVAL if read_only_elsewhere => fcntl(&memfd, FcntlArg::F_ADD_SEALS(fixed)),
+            e => Err(e),
+        })
+        .map_err(|e| Error::os(format!("sealing {what}"), e))?;
     Ok((memfd, region))
+}
+
+/// Whether nobody can write `fd`'s memory any more except through mappings
+/// made before (F_SEAL_FUTURE_WRITE, or F_SEAL_WRITE).
+pub(crate) fn writes_sealed(fd: &OwnedFd) -> bool {
+    fcntl(fd, FcntlArg::F_GET_SEALS).is_ok_and(|seals| {
+        SealFlag::from_bits_truncate(seals).intersects(SealFlag::F_SEAL_FUTURE_WRITE | SealFlag::F_SEAL_WRITE)
+    })
 }
 
 /// The size of a memfd another process sent, which must be sealed against

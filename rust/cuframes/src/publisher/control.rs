@@ -42,6 +42,10 @@ const MAX_HANDSHAKES_PER_UID: usize = 16;
 /// connected are read between bursts of new ones.
 const ACCEPT_BURST: usize = 16;
 
+/// How often what subscribers report of themselves in their ACK areas is
+/// copied into the headers' subscriber records (D33), for the tools.
+const MIRROR_EVERY: Duration = Duration::from_millis(250);
+
 /// Counters the control thread keeps, for callers and tests.
 #[derive(Debug, Default)]
 pub(crate) struct ControlStats {
@@ -55,8 +59,16 @@ pub(crate) struct ControlSetup {
     pub registry: Arc<Registry>,
     pub hello: HelloAccept,
     pub shared_fds: Vec<(u32, OwnedFd)>,
-    /// Sent right after HELLO_RESP to subscribers that ask (D27).
+    /// The header a subscriber that asks for descriptors gets first (D27):
+    /// the sealed copy for one with its own ACK area, the named one (read-
+    /// write) for a protocol-v1 subscriber (D33).
+    pub headers_to_send: [OwnedFd; 2],
+    /// Sent after the header (slots shared as fds, side data; D27, D30).
     pub early_fds: Vec<(u32, OwnedFd)>,
+    /// The ACK doorbell, sent to subscribers with an ACK area.
+    pub doorbell: OwnedFd,
+    /// Which protocol-v1 subscribers are admitted.
+    pub v1_peers: super::V1Peers,
     pub handshake_timeout: Duration,
     pub stats: Arc<ControlStats>,
     /// Who may subscribe (D19): this uid, root, and `group`.
@@ -131,6 +143,8 @@ struct Peer {
     name: String,
     pid: u32,
     uid: u32,
+    /// It asked for an ACK area of its own (D33).
+    private_acks: bool,
     deadline: Instant,
 }
 
@@ -157,13 +171,20 @@ impl Control {
     }
 
     fn run(mut self) {
+        let mut next_mirror = Instant::now() + MIRROR_EVERY;
         loop {
             let now = Instant::now();
+            if now >= next_mirror {
+                self.setup.registry.mirror_reports();
+                next_mirror = now + MIRROR_EVERY;
+            }
             let timeout = self
                 .peers
                 .iter()
                 .filter(|p| !matches!(p.phase, Phase::Active(_)))
-                .map(|p| p.deadline.saturating_duration_since(now))
+                .map(|p| p.deadline)
+                .chain(std::iter::once(next_mirror))
+                .map(|at| at.saturating_duration_since(now))
                 .min();
             let (stop_ready, listener_ready, ready) = {
                 let mut fds = Vec::with_capacity(self.peers.len() + 2);
@@ -260,6 +281,7 @@ impl Control {
                 name: String::new(),
                 pid,
                 uid: cred.uid,
+                private_acks: false,
                 deadline: Instant::now() + HELLO_TIMEOUT,
             });
         }
@@ -329,18 +351,35 @@ impl Control {
                     }));
                     return Verdict::Close;
                 }
+                let early_fds = req.ext_flags & hello_flags::EARLY_FDS != 0;
+                let private_acks = req.ext_flags & hello_flags::PRIVATE_ACKS != 0;
+                if let Some(refusal) = v1_refusal(&self.setup, peer, early_fds, private_acks) {
+                    let _ = peer.chan.send(&refusal);
+                    return Verdict::Close;
+                }
                 peer.name = req.name;
                 peer.phase = Phase::Subscribe;
+                peer.private_acks = private_acks;
                 peer.deadline = Instant::now() + self.setup.handshake_timeout;
                 // Protocol-v1 subscribers get v1's handshake; ours ask for
-                // the descriptors that spare them /dev/shm and CUDA IPC.
-                let early: &[(u32, OwnedFd)] = if req.ext_flags & hello_flags::EARLY_FDS != 0 {
-                    &self.setup.early_fds
+                // the descriptors that spare them /dev/shm and CUDA IPC,
+                // the header first: the copy only we can write for those
+                // with ACK areas of their own (D33).
+                let header = &self.setup.headers_to_send[if private_acks { 0 } else { 1 }];
+                let early: Vec<(u32, std::os::fd::BorrowedFd<'_>)> = if early_fds {
+                    std::iter::once((fd_purpose::HEADER, header.as_fd()))
+                        .chain(self.setup.early_fds.iter().map(|(p, fd)| (*p, fd.as_fd())))
+                        .collect()
                 } else {
-                    &[]
+                    Vec::new()
                 };
                 let mut accept = self.setup.hello.clone();
                 accept.early_fds = early.len() as u32;
+                accept.granted = if private_acks {
+                    hello_flags::PRIVATE_ACKS
+                } else {
+                    0
+                };
                 let sent = peer
                     .chan
                     .send(&Message::HelloResp(HelloResp {
@@ -351,7 +390,7 @@ impl Control {
                     .and_then(|()| {
                         early.iter().try_for_each(|(purpose, fd)| {
                             peer.chan
-                                .send_with_fd(&Message::EventFd { purpose: *purpose }, Some(fd.as_fd()))
+                                .send_with_fd(&Message::EventFd { purpose: *purpose }, Some(*fd))
                         })
                     });
                 match sent {
@@ -389,29 +428,35 @@ impl Control {
     fn subscribe(&mut self, index: usize) -> Verdict {
         let registry = self.setup.registry.clone();
         let peer = &mut self.peers[index];
-        let (bit, wake, initial_seq) =
-            match registry.admit(peer.conn, &peer.name, peer.pid, peer.chan.socket()) {
-                Ok(admitted) => admitted,
-                Err(e) => {
-                    let _ = peer.chan.send(&refused_subscribe(e.kind()));
-                    return Verdict::Close;
-                }
-            };
-        peer.phase = Phase::Active(bit);
+        let admitted = match registry.admit(
+            peer.conn,
+            &peer.name,
+            peer.pid,
+            peer.chan.socket(),
+            peer.private_acks,
+        ) {
+            Ok(admitted) => admitted,
+            Err(e) => {
+                let _ = peer.chan.send(&refused_subscribe(e.kind()));
+                return Verdict::Close;
+            }
+        };
+        peer.phase = Phase::Active(admitted.bit);
+        let send_fd = |purpose: u32, fd: std::os::fd::BorrowedFd<'_>| {
+            peer.chan.send_with_fd(&Message::EventFd { purpose }, Some(fd))
+        };
         let sent = peer
             .chan
             .send(&Message::SubscribeResp(SubscribeResp {
                 result: 0,
-                assigned_bit: bit,
-                initial_seq,
+                assigned_bit: admitted.bit,
+                initial_seq: admitted.initial_seq,
             }))
-            .and_then(|()| {
-                peer.chan.send_with_fd(
-                    &Message::EventFd {
-                        purpose: fd_purpose::WAKEUP,
-                    },
-                    Some(wake.as_fd()),
-                )
+            .and_then(|()| send_fd(fd_purpose::WAKEUP, admitted.wake.as_fd()))
+            .and_then(|()| match &admitted.acks {
+                Some(area) => send_fd(fd_purpose::ACK_AREA, area.as_fd())
+                    .and_then(|()| send_fd(fd_purpose::ACK_DOORBELL, self.setup.doorbell.as_fd())),
+                None => Ok(()),
             })
             .and_then(|()| {
                 self.setup.shared_fds.iter().try_for_each(|(purpose, fd)| {
@@ -457,6 +502,37 @@ impl Control {
             }
         }
     }
+}
+
+/// Why a peer's HELLO_REQ is refused by the policy on protocol-v1
+/// subscribers (D33), as the ERROR to send; None when it is admitted.
+fn v1_refusal(setup: &ControlSetup, peer: &Peer, early_fds: bool, private_acks: bool) -> Option<Message> {
+    use super::V1Peers;
+    let key = &setup.registry.key;
+    if private_acks && !early_fds {
+        return Some(Message::Error {
+            code: ErrorKind::InvalidArgument.code(),
+            message: "PRIVATE_ACKS needs EARLY_FDS (the header comes as a descriptor)".into(),
+        });
+    }
+    let trusted = peer.uid == setup.owner_uid || peer.uid == 0;
+    let admitted = private_acks
+        || match setup.v1_peers {
+            V1Peers::Refuse => false,
+            V1Peers::SameUser => trusted,
+            V1Peers::Allow => true,
+        };
+    (!admitted).then(|| Message::Error {
+        code: ErrorKind::Permission.code(),
+        message: format!(
+            "'{key}' admits {} protocol-v1 subscribers (which ACK in the shared header every one of them can write; v1_peers={}): subscribe with cuframes 0.3 or later, which ACKs in an area of its own, or publish with v1_peers=allow",
+            match setup.v1_peers {
+                V1Peers::Refuse => "no",
+                _ => "only its own user's and root's",
+            },
+            setup.v1_peers.name()
+        ),
+    })
 }
 
 fn send_or_close(chan: &Channel, msg: &Message) -> Verdict {

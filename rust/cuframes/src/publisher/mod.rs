@@ -2,17 +2,22 @@
 //! control thread; publishes frames per spec §5.
 
 mod control;
+mod headers;
 mod registry;
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::time::{Duration, Instant};
 
 pub use registry::SubscriberInfo;
 
 use self::control::{ControlSetup, ControlStats, ControlThread};
-use self::registry::Registry;
+use self::headers::Headers;
+use self::registry::{Registry, Table};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{FrameLayout, PixelFormat};
 use crate::memory::{
@@ -159,6 +164,51 @@ pub struct PublisherConfig {
     /// Where the library's messages about this publisher go (its creation
     /// and its control thread); None: the process's logger ([`crate::log`]).
     pub logger: Option<crate::log::Logger>,
+    /// Which subscribers that speak plain protocol v1 (ACKing in the named
+    /// shared header, which they can all write) are admitted (D33). Default
+    /// [`V1Peers::SameUser`].
+    pub v1_peers: V1Peers,
+}
+
+/// Which protocol-v1 subscribers a publisher admits (D33): those that ACK
+/// in the shared header everyone of them can write, not in an area of their
+/// own (other implementations, and cuframes before private ACKs). Whatever
+/// this says, they cannot change what cuframes subscribers read; among
+/// themselves they can (forged ACKs, seqs, counts), as v1 allows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum V1Peers {
+    /// None: every subscriber must ACK in its own area.
+    Refuse,
+    /// Only this user's and root's (who could write the header anyway); a
+    /// group's members are refused, and the named header is 0640 to them.
+    #[default]
+    SameUser,
+    /// Every admitted peer; with a group, the named header becomes 0660 so
+    /// that its members can ACK in it.
+    Allow,
+}
+
+impl V1Peers {
+    /// Parses "refuse", "same-user" (or "same_user") or "allow".
+    pub fn parse(name: &str) -> Result<V1Peers> {
+        match name.to_ascii_lowercase().replace('_', "-").as_str() {
+            "refuse" => Ok(V1Peers::Refuse),
+            "same-user" => Ok(V1Peers::SameUser),
+            "allow" => Ok(V1Peers::Allow),
+            _ => Err(Error::invalid(format!(
+                "unknown v1_peers '{name}' (refuse, same-user or allow)"
+            ))),
+        }
+    }
+
+    /// "refuse", "same-user" or "allow".
+    pub fn name(self) -> &'static str {
+        match self {
+            V1Peers::Refuse => "refuse",
+            V1Peers::SameUser => "same-user",
+            V1Peers::Allow => "allow",
+        }
+    }
 }
 
 impl PublisherConfig {
@@ -183,6 +233,7 @@ impl PublisherConfig {
             runtime_dir: None,
             group: None,
             logger: None,
+            v1_peers: V1Peers::SameUser,
         }
     }
 }
@@ -219,6 +270,8 @@ pub struct Publisher {
     control: ControlThread,
     control_stats: Arc<ControlStats>,
     next_seq: u64,
+    /// Rung by subscribers with an ACK area after an ACK while we wait (D33).
+    doorbell: EventFd,
     /// A slot handed out by `acquire_slot`, not yet committed.
     acquired: Option<usize>,
     /// The stream as subscribers see it (D18: EXTERNAL ownership here).
@@ -242,6 +295,7 @@ impl Publisher {
     }
 
     fn create_logged(config: PublisherConfig) -> Result<Publisher> {
+        crate::testhook::announce();
         if config.ring_size == 0 || config.ring_size > MAX_RING_SIZE {
             return Err(Error::invalid(format!(
                 "ring size {} is outside 1..={MAX_RING_SIZE}",
@@ -307,9 +361,21 @@ impl Publisher {
             magic: MAGIC,
             ..initial
         })?;
-        let header = ShmHeader::create(&paths.shm_name, &initial, group)?;
+        let group_writes = config.v1_peers == V1Peers::Allow;
+        let headers = Headers::create(&config.key, &paths.shm_name, &initial, group, group_writes)?;
         let listener = crate::resources::bind_secured(&paths.socket, group)?;
-        let registry = Arc::new(Registry::new(&config.key, header));
+        let doorbell = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(|e| Error::os("eventfd (ACK doorbell)", e))?;
+        let doorbell_for_peers = doorbell
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::io("dup eventfd", &e))?;
+        let named_for_v1 = ShmHeader::open_for_sharing(&paths.shm_name)?;
+        let sealed_for_peers = headers
+            .sealed_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::io("dup the sealed header", &e))?;
+        let registry = Arc::new(Registry::new(&config.key, headers));
         let (side_area, side_fd) = SideArea::create(&config.key)?;
         let control_stats = Arc::new(ControlStats::default());
         let control = ControlThread::spawn(ControlSetup {
@@ -321,9 +387,13 @@ impl Publisher {
                 meta,
                 shm_path: paths.shm_name.clone(),
                 early_fds: 0,
+                granted: 0,
             },
             shared_fds: pool.shared_fds()?,
-            early_fds: early_fds(&paths.shm_name, pool.as_ref(), side_fd)?,
+            headers_to_send: [sealed_for_peers, named_for_v1],
+            early_fds: early_fds(pool.as_ref(), side_fd)?,
+            doorbell: doorbell_for_peers,
+            v1_peers: config.v1_peers,
             handshake_timeout: config.handshake_timeout,
             stats: control_stats.clone(),
             owner_uid: nix::unistd::geteuid().as_raw(),
@@ -343,6 +413,7 @@ impl Publisher {
             control,
             control_stats,
             next_seq: 1,
+            doorbell,
             acquired: None,
             info,
             props: None,
@@ -572,9 +643,10 @@ impl Publisher {
         let newest = self.next_seq - 1;
         let not_taken = |p: &Self| {
             let owing = p.owing_acks();
+            let table = p.registry.lock();
             (0..32usize)
                 .filter(|&bit| owing & (1 << bit) != 0)
-                .filter(|&bit| p.registry.header.taken_by(bit) < newest)
+                .filter(|&bit| table.taken(bit, &p.registry.headers) < newest)
                 .fold(0u32, |acc, bit| acc | (1 << bit))
         };
         self.wait_until_none(timeout, not_taken, |pending| {
@@ -619,16 +691,20 @@ impl Publisher {
 
     /// Bits that still owe an ACK for slot `slot`'s current frame.
     fn missing_acks(&self, slot: usize) -> u32 {
-        let required = self.registry.lock().required[slot];
-        let need = required & self.registry.active();
-        need & !self.registry.header.acked(slot)
+        self.owing(&self.registry.lock(), slot)
+    }
+
+    /// [`Publisher::missing_acks`] with the table locked.
+    fn owing(&self, table: &Table, slot: usize) -> u32 {
+        let need = table.required[slot] & self.registry.active();
+        need & !table.released(slot, self.slot_seqs[slot], &self.registry.headers)
     }
 
     /// Picks the next slot (waiting for one under STRICT_WAIT) and marks
     /// it invalid so readers of its old frame see the overwrite.
     fn begin(&mut self) -> usize {
         let slot = self.next_slot();
-        self.registry.header.mark_writing(slot);
+        self.registry.headers.mark_writing(slot);
         crate::testhook::abort_at("pub-mid-publish");
         slot
     }
@@ -641,13 +717,13 @@ impl Publisher {
         let preferred = (self.next_seq % self.ring_size as u64) as usize;
         let strict = self.policy == Policy::StrictWait;
         let mut waiting_since: Option<Instant> = None;
+        let mut doorbell = Doorbell::default();
         loop {
             let expired = waiting_since.map_or(0, |since| self.expired(since));
             let states = self.slot_states(expired, !strict);
             if let Some(slot) = choose_slot(&states, preferred, strict) {
-                let header = &self.registry.header;
                 if let Some(since) = waiting_since {
-                    header.stop_waiting_for_acks();
+                    self.registry.headers.stop_waiting_for_acks();
                     self.stats.ack_waits += 1;
                     self.stats.ack_wait_ns += since.elapsed().as_nanos() as u64;
                 }
@@ -658,42 +734,63 @@ impl Publisher {
                 return slot;
             }
             let since = *waiting_since.get_or_insert_with(Instant::now);
-            let header = &self.registry.header;
-            let ticket = header.ack_ticket();
+            doorbell.progress(states.iter().map(|s| s.owing.count_ones()).sum());
+            let ticket = self.registry.headers.ack_ticket();
             // An ACK between the look above and the ticket changed nothing
             // the ticket would show: look once more before sleeping.
             if choose_slot(&self.slot_states(self.expired(since), false), preferred, true).is_none() {
-                self.registry
-                    .header
-                    .sleep_for_ack(ticket, Duration::from_millis(2));
+                self.sleep_for_ack(ticket, &mut doorbell);
             }
+        }
+    }
+
+    /// Sleeps until an ACK may have freed a slot, at most 2 ms (v1
+    /// subscribers of older versions ACK without waking anyone): on the
+    /// named header's futex when only v1 subscribers are connected, else on
+    /// the doorbell, which any subscriber with an ACK area can ring — after
+    /// rings that freed nothing it pauses first, so that a peer ringing in
+    /// a loop costs the publisher at most one look per millisecond.
+    fn sleep_for_ack(&self, ticket: u32, doorbell: &mut Doorbell) {
+        const MOST: Duration = Duration::from_millis(2);
+        if self.registry.lock().private_bits() == 0 {
+            self.registry.headers.sleep_for_ack(ticket, MOST);
+            return;
+        }
+        if let Some(pause) = doorbell.pause() {
+            std::thread::sleep(pause);
+        }
+        if crate::channel::wait_readable(self.doorbell.as_fd(), Some(MOST)).unwrap_or(false) {
+            let _ = self.doorbell.read();
+            doorbell.rang();
         }
     }
 
     /// The slots as the choice sees them: what each holds, who still owes
     /// it an ACK (minus `given_up`), and (for drop-oldest) who holds it.
     fn slot_states(&self, given_up: u32, want_held: bool) -> Vec<SlotState> {
-        let header = &self.registry.header;
-        let held = want_held.then(|| {
-            let active = self.registry.active();
-            (1..32u32)
-                .filter(|bit| active & (1 << bit) != 0)
-                .map(|bit| (bit, header.taken_by(bit as usize)))
-                .collect::<Vec<_>>()
-        });
+        let table = self.registry.lock();
+        let active = self.registry.active();
+        let mut taken = [0u64; MAX_SUBSCRIBER_SLOTS];
+        if want_held {
+            for bit in (1..32usize).filter(|&bit| active & (1 << bit) != 0) {
+                taken[bit] = table.taken(bit, &self.registry.headers);
+            }
+        }
         (0..self.ring_size)
             .map(|slot| {
                 let seq = self.slot_seqs[slot];
-                let owing = self.missing_acks(slot);
-                let held = held.as_ref().is_some_and(|taken| {
-                    taken
-                        .iter()
-                        .any(|&(bit, taken)| owing & (1 << bit) != 0 && taken >= seq)
-                });
+                let owing = self.owing(&table, slot);
+                let holders = if want_held {
+                    (1..32usize)
+                        .filter(|&bit| owing & (1 << bit) != 0 && taken[bit] >= seq)
+                        .fold(0u32, |acc, bit| acc | (1 << bit))
+                } else {
+                    0
+                };
                 SlotState {
                     seq,
                     owing: owing & !given_up,
-                    held,
+                    holders,
                 }
             })
             .collect()
@@ -734,16 +831,25 @@ impl Publisher {
     /// Spec §5 steps 3-5: slot fields, slot seq, global seq (Release), wake-ups.
     fn commit(&mut self, slot: usize, pts_ns: i64) -> u64 {
         let seq = self.next_seq;
-        let header = &self.registry.header;
         let mut table = self.registry.lock();
         table.required[slot] = self.registry.active();
+        self.slot_seqs[slot] = seq;
+        let headers = &self.registry.headers;
+        if self.policy == Policy::StrictWait {
+            // D25 with D33: what subscribers' copy decisions go by, counted
+            // here from each one's own word (the new frame is owed by all).
+            let busy = (0..self.ring_size)
+                .filter(|&s| self.owing(&table, s) != 0)
+                .count();
+            headers.set_busy_slots(busy as u64);
+        }
         let props = self.props.map_or([0; 3], FrameProps::to_words);
         self.side_area.write(slot, &self.pending_side_data);
         let side_len = self.pending_side_data.len() as u64;
-        header.publish_slot(slot, seq, pts_ns, self.layout.size() as u64, props, side_len);
+        headers.publish_slot(slot, seq, pts_ns, self.layout.size() as u64, props, side_len);
         self.pending_side_data.clear();
-        self.slot_seqs[slot] = seq;
         self.registry.set_published(seq);
+        self.registry.mirror_reports_locked(&table);
         for sub in table.subs.iter().flatten() {
             let _ = sub.wake.write(1);
         }
@@ -756,7 +862,7 @@ impl Publisher {
 
 impl Drop for Publisher {
     fn drop(&mut self) {
-        self.registry.header.shutdown_flag().store(1, Ordering::Release);
+        self.registry.headers.mark_shutdown();
         self.control.stop();
         // `claim` (dropped after this) unlinks socket, shared header and lock.
     }
@@ -787,26 +893,51 @@ impl Backoff {
 }
 
 /// What a subscriber that asks (HELLO_REQ `EARLY_FDS`) gets before
-/// SUBSCRIBE: the shared header, then the slots when they are shared as
-/// descriptors, and the side-data area. The header goes as a new open file
-/// description, not the publisher's own: that one carries the lock whose
-/// holder marks the key live, and a subscriber keeping a copy would keep a
-/// dead key "live".
-fn early_fds(
-    shm_name: &str,
-    pool: &dyn SlotPool,
-    side_data: std::os::fd::OwnedFd,
-) -> Result<Vec<(u32, std::os::fd::OwnedFd)>> {
-    let mut fds = vec![(fd_purpose::HEADER, ShmHeader::open_for_sharing(shm_name)?)];
-    fds.extend(pool.early_fds()?);
+/// SUBSCRIBE besides the header (which depends on the subscriber, D33): the
+/// slots when they are shared as descriptors, and the side-data area.
+fn early_fds(pool: &dyn SlotPool, side_data: OwnedFd) -> Result<Vec<(u32, OwnedFd)>> {
+    let mut fds = pool.early_fds()?;
     fds.push((fd_purpose::SIDE_DATA, side_data));
-    // Subscribers refuse more (a ring of 16 in fd mode sends exactly this many).
+    // Subscribers refuse more (a ring of 16 in fd mode sends exactly this
+    // many, with the header).
     debug_assert!(
-        fds.len() <= fd_purpose::MAX_EARLY as usize,
+        fds.len() < fd_purpose::MAX_EARLY as usize,
         "{} early descriptors",
         fds.len()
     );
     Ok(fds)
+}
+
+/// Subscriber wake-ups a waiting publisher got from its doorbell that freed
+/// nothing (owed ACKs did not go down), and the pause they earn.
+#[derive(Debug, Default)]
+struct Doorbell {
+    owed: Option<u32>,
+    rang: bool,
+    idle_rings: u32,
+}
+
+impl Doorbell {
+    /// The ACKs still owed now (after a wake-up, or before the first sleep).
+    fn progress(&mut self, owed: u32) {
+        let freed_some = self.owed.is_some_and(|before| owed < before);
+        if freed_some {
+            self.idle_rings = 0;
+        } else if self.rang {
+            self.idle_rings += 1;
+        }
+        self.owed = Some(owed);
+        self.rang = false;
+    }
+
+    fn rang(&mut self) {
+        self.rang = true;
+    }
+
+    /// 10 µs after the first ring that freed nothing, doubling to 1 ms.
+    fn pause(&self) -> Option<Duration> {
+        (self.idle_rings > 0).then(|| Duration::from_micros((10u64 << self.idle_rings.min(7)).min(1000)))
+    }
 }
 
 fn frame_meta(

@@ -4,7 +4,9 @@
 //!
 //! The publisher's own copy is the truth; the header's `subscriber_bitmap`
 //! and subscriber slots are a mirror for readers (subscribers can write the
-//! header, so it is never read back).
+//! named header, so it is never read back). What a subscriber says of
+//! itself — its releases and taken seq, in its ACK area (D33), or in the
+//! named header for v1 subscribers — is read only as its own word.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -14,13 +16,14 @@ use std::time::Instant;
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
+use super::headers::Headers;
 use crate::channel::send_on;
 use crate::error::{Error, ErrorKind, Result};
 use crate::platform::clock;
-use crate::shm::header::ShmHeader;
+use crate::shm::ack_area::AckArea;
 use crate::wire::layout::{
     FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, SUBSCRIBER_ACTIVE,
-    SubscriberSlot,
+    SubscriberSlot, offsets,
 };
 use crate::wire::message::Message;
 
@@ -35,6 +38,11 @@ pub(crate) struct ActiveSubscriber {
     pub sock: UnixStream,
     /// When it joined (its start-up time runs from here; D23).
     pub admitted: Instant,
+    /// The seq published when it joined.
+    pub initial_seq: u64,
+    /// Its own ACK area (D33); None for a protocol-v1 subscriber, which
+    /// ACKs in the named header.
+    pub acks: Option<AckArea>,
 }
 
 /// Guarded by the registry mutex.
@@ -46,16 +54,59 @@ pub(crate) struct Table {
     pub required: [u32; MAX_RING_SIZE],
 }
 
+impl Table {
+    /// The bits that released frame `seq` in slot `slot`: each subscriber
+    /// by its own word (its ACK area; a v1 subscriber's bit in the named
+    /// header's `ack_bitmap`, which is reset with every publish).
+    pub(crate) fn released(&self, slot: usize, seq: u64, headers: &Headers) -> u32 {
+        let v1_bits = headers.named.acked(slot);
+        self.subs.iter().enumerate().fold(0, |bits, (bit, sub)| {
+            let mask = 1u32 << bit;
+            match sub {
+                Some(ActiveSubscriber { acks: Some(area), .. }) if area.released(slot) >= seq => bits | mask,
+                Some(ActiveSubscriber { acks: None, .. }) => bits | (v1_bits & mask),
+                _ => bits,
+            }
+        })
+    }
+
+    /// The newest seq subscriber `bit` says it took (0: none, or unknown).
+    pub(crate) fn taken(&self, bit: usize, headers: &Headers) -> u64 {
+        match &self.subs[bit] {
+            Some(ActiveSubscriber { acks: Some(area), .. }) => area.taken(),
+            Some(ActiveSubscriber { acks: None, .. }) => headers.named.taken_by(bit),
+            None => 0,
+        }
+    }
+
+    /// Bits of subscribers with an ACK area.
+    pub(crate) fn private_bits(&self) -> u32 {
+        self.subs.iter().enumerate().fold(0, |bits, (bit, sub)| {
+            bits | (sub.as_ref().is_some_and(|s| s.acks.is_some()) as u32) << bit
+        })
+    }
+}
+
 /// What the two threads share.
 #[derive(Debug)]
 pub(crate) struct Registry {
     pub key: String,
-    pub header: ShmHeader,
+    pub headers: Headers,
     active: AtomicU32,
     /// The last seq published (0: none). The header's `global_seq` says the
     /// same, but subscribers can write the header: admission reads this.
     published: AtomicU64,
     table: Mutex<Table>,
+}
+
+/// What admission hands the control thread to send.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    pub bit: u32,
+    pub wake: OwnedFd,
+    pub initial_seq: u64,
+    /// The ACK area (D33), for subscribers that asked.
+    pub acks: Option<OwnedFd>,
 }
 
 /// A subscriber as reported to callers.
@@ -70,10 +121,10 @@ pub struct SubscriberInfo {
 }
 
 impl Registry {
-    pub(crate) fn new(key: &str, header: ShmHeader) -> Registry {
+    pub(crate) fn new(key: &str, headers: Headers) -> Registry {
         Registry {
             key: key.to_owned(),
-            header,
+            headers,
             active: AtomicU32::new(0),
             published: AtomicU64::new(0),
             table: Mutex::new(Table {
@@ -95,7 +146,8 @@ impl Registry {
     }
 
     /// Admits a subscriber: takes the lowest free bit, mirrors it in the
-    /// header and returns (bit, wake-up fd to send, initial_seq). Done under
+    /// headers and returns the bit, the wake-up fd to send, initial_seq and,
+    /// with `private_acks`, its ACK area's fd to send (D33). Done under
     /// the lock that `commit` publishes under, so frames after
     /// `initial_seq` wait for this subscriber and frames up to it do not.
     pub(crate) fn admit(
@@ -104,7 +156,15 @@ impl Registry {
         name: &str,
         pid: u32,
         sock: &UnixStream,
-    ) -> Result<(u32, OwnedFd, u64)> {
+        private_acks: bool,
+    ) -> Result<Admitted> {
+        let (acks, acks_fd) = match private_acks {
+            true => {
+                let (area, fd) = AckArea::create(&self.key, conn)?;
+                (Some(area), Some(fd))
+            }
+            false => (None, None),
+        };
         let wake = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
             .map_err(|e| Error::os("eventfd", e))?;
         let wake_for_peer = wake
@@ -141,8 +201,7 @@ impl Registry {
             consumer_name: SubscriberSlot::encode_name(name),
             reserved: [0; 64],
         };
-        self.header
-            .store_bytes(ShmHeader::subscriber_offset(bit as usize), slot.as_bytes());
+        self.headers.store_subscriber(bit as usize, slot.as_bytes());
         table.subs[bit as usize] = Some(ActiveSubscriber {
             conn,
             name: name.to_owned(),
@@ -150,12 +209,53 @@ impl Registry {
             wake,
             sock,
             admitted: Instant::now(),
+            initial_seq,
+            acks,
         });
         let active = self.active.fetch_or(mask, Ordering::AcqRel) | mask;
-        self.header
-            .subscriber_bitmap()
-            .store(active as u64, Ordering::Release);
-        Ok((bit, wake_for_peer, initial_seq))
+        self.headers.set_subscriber_bitmap(active);
+        Ok(Admitted {
+            bit,
+            wake: wake_for_peer,
+            initial_seq,
+            acks: acks_fd,
+        })
+    }
+
+    /// [`Registry::mirror_reports_locked`], taking the lock.
+    pub(crate) fn mirror_reports(&self) {
+        self.mirror_reports_locked(&self.lock());
+    }
+
+    /// Copies what each subscriber with an ACK area reports of itself into
+    /// its record in the named header, where `cuframes inspect`, `top` and
+    /// monitoring read it (and protocol v1 puts it), bounded by what it
+    /// could have seen: no seq past the last published, no more frames
+    /// lost than were published since it joined. Called with each publish
+    /// and, between publishes, by the control thread.
+    pub(crate) fn mirror_reports_locked(&self, table: &Table) {
+        let published = self.published.load(Ordering::Acquire);
+        for (bit, sub) in table.subs.iter().enumerate() {
+            let Some(ActiveSubscriber {
+                acks: Some(area),
+                initial_seq,
+                ..
+            }) = sub
+            else {
+                continue;
+            };
+            let r = area.reported();
+            let since_join = published.saturating_sub(*initial_seq);
+            let lost = r.dropped.saturating_add(r.overwritten).min(since_join);
+            for (word, value) in [
+                (offsets::SUB_LAST_SEEN, r.last_seen_seq.min(published)),
+                (offsets::SUB_LAST_ACK, r.last_ack_ns),
+                (offsets::SUB_DROPPED, lost),
+                (offsets::SUB_LAST_TAKEN, area.taken().min(published)),
+            ] {
+                self.headers.store_named_subscriber_word(bit, word, value);
+            }
+        }
     }
 
     /// Removes the subscriber at `bit` if it is connection `conn` (any
@@ -174,13 +274,9 @@ impl Registry {
         let sub = table.subs[index].take().expect("checked above");
         let mask = 1u32 << bit;
         let active = self.active.fetch_and(!mask, Ordering::AcqRel) & !mask;
-        self.header
-            .subscriber_bitmap()
-            .store(active as u64, Ordering::Release);
-        self.header.store_bytes(
-            ShmHeader::subscriber_offset(index),
-            SubscriberSlot::free().as_bytes(),
-        );
+        self.headers.set_subscriber_bitmap(active);
+        self.headers
+            .store_subscriber(index, SubscriberSlot::free().as_bytes());
         drop(table);
         if let Some(msg) = notice {
             let _ = send_on(&sub.sock, &sub.name, msg, None);

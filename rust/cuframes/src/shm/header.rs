@@ -41,10 +41,16 @@ pub(crate) struct ShmHeader {
 }
 
 impl ShmHeader {
-    /// Creates the object `name` (O_EXCL, mode 0600; 0660 and that group
-    /// with `group`), writes `initial` with the magic stored last (Release),
-    /// and maps it read-write.
-    pub(crate) fn create(name: &str, initial: &SharedHeader, group: Option<u32>) -> Result<ShmHeader> {
+    /// Creates the object `name` (O_EXCL, mode 0600; with `group`, that
+    /// group and 0640, or 0660 when `group_writes`: for protocol-v1
+    /// subscribers of that group, who ACK in it), writes `initial` with the
+    /// magic stored last (Release), and maps it read-write.
+    pub(crate) fn create(
+        name: &str,
+        initial: &SharedHeader,
+        group: Option<u32>,
+        group_writes: bool,
+    ) -> Result<ShmHeader> {
         let fd = shm_open(
             name,
             OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_CLOEXEC,
@@ -72,9 +78,10 @@ impl ShmHeader {
                     .map_err(|e| Error::os(format!("giving {name} to group {gid}"), e)),
             })
             .and_then(|()| {
-                let mode = match group {
-                    None => Mode::S_IRUSR | Mode::S_IWUSR,
-                    Some(_) => Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IWGRP,
+                let mode = match (group, group_writes) {
+                    (None, _) => Mode::S_IRUSR | Mode::S_IWUSR,
+                    (Some(_), false) => Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP,
+                    (Some(_), true) => Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IWGRP,
                 };
                 nix::sys::stat::fchmod(&fd, mode).map_err(|e| Error::os(format!("fchmod {name}"), e))
             })
@@ -101,6 +108,33 @@ impl ShmHeader {
         header.store_bytes(0, body.as_bytes());
         header.magic().store(MAGIC, Ordering::Release);
         Ok(header)
+    }
+
+    /// The publisher's copy that only it can write (D33): a memfd holding
+    /// `initial` (the magic stored last, as in [`ShmHeader::create`]),
+    /// sealed against resizing and against every later writable mapping,
+    /// and mapped read-write here. The descriptor goes to subscribers, who
+    /// can only read it. Warns when the kernel cannot seal writes (Linux
+    /// before 5.1): subscribers could then write it.
+    pub(crate) fn create_sealed(key: &str, initial: &SharedHeader) -> Result<(ShmHeader, OwnedFd)> {
+        let what = format!("the publisher's copy of the header of '{key}'");
+        let (fd, region) =
+            crate::platform::region::sealed_memfd(&format!("cuframes-{key}-header"), HEADER_SIZE, &what)?;
+        if !crate::platform::region::writes_sealed(&fd) {
+            crate::log::warning!(
+                "this kernel cannot seal {what} against writes (F_SEAL_FUTURE_WRITE, Linux 5.1): subscribers of '{key}' could change what the others read"
+            );
+        }
+        let header = ShmHeader {
+            region,
+            _owner_lock: None,
+            owner_uid: nix::unistd::geteuid().as_raw(),
+        };
+        let mut body = *initial;
+        body.magic = 0;
+        header.store_bytes(0, body.as_bytes());
+        header.magic().store(MAGIC, Ordering::Release);
+        Ok((header, fd))
     }
 
     /// Opens an existing object read-write (subscribers write ACKs).
@@ -280,6 +314,18 @@ impl ShmHeader {
 
     pub(crate) fn shutdown_flag(&self) -> &AtomicU64 {
         self.atomic_u64(offsets::SHUTDOWN_FLAG)
+    }
+
+    /// Extension (D33): the slots owed an ACK at the last publish, as the
+    /// publisher counted them (meaningful in its sealed copy only).
+    pub(crate) fn busy_slots(&self) -> &AtomicU64 {
+        self.atomic_u64(offsets::BUSY_SLOTS)
+    }
+
+    /// Whether the publisher says it waits for an ACK (SeqCst: pairs with
+    /// a subscriber's release, see [`crate::shm::ack_area::AckArea::release`]).
+    pub(crate) fn publisher_waits(&self) -> bool {
+        self.u32_at(offsets::PUBLISHER_WAITING).load(Ordering::SeqCst) != 0
     }
 
     /// Slot `index`'s field at `field` (an `offsets::SLOT_*` constant).

@@ -1,5 +1,6 @@
 //! Shared memory: the mapped region and the typed, validated shared header.
 
+pub(crate) mod ack_area;
 mod futex;
 pub(crate) mod header;
 pub(crate) mod ring;

@@ -277,14 +277,19 @@ pub(crate) struct SlotState {
     pub seq: u64,
     /// Subscriber bits that must still ACK it, minus those given up on.
     pub owing: u32,
-    /// Some subscriber took it and holds it (only asked for drop-oldest).
-    pub held: bool,
+    /// Subscribers that say they took it and hold it (only asked for
+    /// drop-oldest).
+    pub holders: u32,
 }
 
 /// D22: the slot for the next frame. `preferred` (seq mod ring
 /// size) when nobody owes it; else the oldest slot nobody owes. Under
 /// STRICT_WAIT nothing else will do (None: wait); under DROP_OLDEST the
-/// oldest slot nobody is holding, else the oldest slot.
+/// oldest slot nobody is holding, else — every slot held — the oldest of
+/// those held only by the subscribers that hold the most slots: a holder
+/// loses its frames before anyone else loses one, and a subscriber that
+/// claims to hold every slot (its own word, D33) cannot make the
+/// publisher take a frame from one that holds a few.
 pub(crate) fn choose_slot(slots: &[SlotState], preferred: usize, strict: bool) -> Option<usize> {
     let oldest = |ok: &dyn Fn(&SlotState) -> bool| {
         (0..slots.len())
@@ -300,7 +305,23 @@ pub(crate) fn choose_slot(slots: &[SlotState], preferred: usize, strict: bool) -
     if strict {
         return None;
     }
-    oldest(&|s| !s.held).or_else(|| oldest(&|_| true))
+    if let Some(unheld) = oldest(&|s| s.holders == 0) {
+        return Some(unheld);
+    }
+    let mut held = [0usize; 32];
+    for s in slots {
+        for (bit, count) in held.iter_mut().enumerate() {
+            *count += (s.holders >> bit & 1) as usize;
+        }
+    }
+    let most = held.iter().copied().max().unwrap_or(0);
+    // Holders of fewer slots than the greediest, per slot: the fewer, the better.
+    let others = |s: &SlotState| {
+        (0..32)
+            .filter(|&b| s.holders >> b & 1 == 1 && held[b] < most)
+            .count()
+    };
+    (0..slots.len()).min_by_key(|&i| (others(&slots[i]), slots[i].seq))
 }
 
 #[cfg(test)]
@@ -316,7 +337,7 @@ mod tests {
         fn new(what: &str) -> Scratch {
             let name = format!("/cuframes-test-ring-{what}-{}", std::process::id());
             let _ = ShmHeader::unlink(&name);
-            let header = ShmHeader::create(&name, &SharedHeader::zeroed(), None).expect("create");
+            let header = ShmHeader::create(&name, &SharedHeader::zeroed(), None, false).expect("create");
             Scratch(header, name)
         }
     }
@@ -374,7 +395,35 @@ mod tests {
     }
 
     fn state(seq: u64, owing: u32, held: bool) -> SlotState {
-        SlotState { seq, owing, held }
+        SlotState {
+            seq,
+            owing,
+            holders: if held { owing } else { 0 },
+        }
+    }
+
+    #[test]
+    fn a_subscriber_claiming_every_slot_loses_its_own_frames_first() {
+        // Bit 2 claims all four slots; bit 3 holds slot 1 (seq 5) only.
+        let claims = |seq, holders| SlotState {
+            seq,
+            owing: holders,
+            holders,
+        };
+        let slots = [
+            claims(6, 1 << 2),
+            claims(5, 1 << 2 | 1 << 3),
+            claims(7, 1 << 2),
+            claims(8, 1 << 2),
+        ];
+        assert_eq!(
+            choose_slot(&slots, 1, false),
+            Some(0),
+            "the oldest held by bit 2 alone"
+        );
+        // Both hold everything: the oldest.
+        let all = [claims(6, 12), claims(5, 12)];
+        assert_eq!(choose_slot(&all, 0, false), Some(1));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 
-use super::lease::Ring;
+use super::lease::{PrivateAcks, Ring};
 use super::reader::Reader;
 use super::{SubscriberConfig, SubscriberMode};
 use crate::channel::{Channel, Descriptors};
@@ -17,6 +17,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
 use crate::platform::region::Access;
 use crate::resources::KeyPaths;
+use crate::shm::ack_area::AckArea;
 use crate::shm::header::{ShmHeader, validate_header, validate_meta};
 use crate::shm::side_area::SideArea;
 use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
@@ -64,12 +65,24 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
 
     // The header, untrusted: validated, and it must agree with HELLO_RESP.
+    // Granted an ACK area of our own (D33), we get the copy only the
+    // publisher can write, and map it read-only.
+    let private_acks = accept.granted & hello_flags::PRIVATE_ACKS != 0;
     let header = match take_fd(&mut early, fd_purpose::HEADER) {
         Some(fd) => ShmHeader::from_fd(
             &fd,
-            Access::ReadWrite,
+            if private_acks {
+                Access::ReadOnly
+            } else {
+                Access::ReadWrite
+            },
             &format!("shared memory of '{key}' (sent by its publisher)"),
         )?,
+        None if private_acks => {
+            return Err(Error::protocol(format!(
+                "publisher of '{key}' granted private ACKs but sent no header"
+            )));
+        }
         None => open_header_by_name(&paths.shm_name, publisher.uid, &key)?,
     };
     if header.load_magic() != crate::wire::MAGIC {
@@ -158,6 +171,9 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
 
     // Descriptors: the wake-up eventfd, plus what the memory backend needs.
     let mut wanted = vec![fd_purpose::WAKEUP];
+    if private_acks {
+        wanted.extend([fd_purpose::ACK_AREA, fd_purpose::ACK_DOORBELL]);
+    }
     if info.memory == MemoryKind::Host {
         wanted.push(fd_purpose::HOST_SLOTS);
     }
@@ -180,6 +196,16 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         .position(|(p, _)| *p == fd_purpose::WAKEUP)
         .expect("collected above");
     let (_, wake) = fds.swap_remove(at);
+    let acks = match private_acks {
+        true => {
+            let area = take_fd(&mut fds, fd_purpose::ACK_AREA).expect("collected above");
+            Some(PrivateAcks {
+                area: AckArea::open(&area, &key)?,
+                doorbell: take_fd(&mut fds, fd_purpose::ACK_DOORBELL).expect("collected above"),
+            })
+        }
+        false => None,
+    };
     let mapping = match mapping.take() {
         Some(mapping) => mapping,
         None => {
@@ -197,6 +223,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         overwritten: AtomicU64::new(0),
         spare: Mutex::new(Vec::new()),
         side,
+        acks,
     });
     let strict = info.policy == crate::wire::layout::POLICY_STRICT_WAIT;
     Ok(Reader {
@@ -311,7 +338,7 @@ fn hello(
         name,
         cuda_device,
         mode: mode.wire(),
-        ext_flags: hello_flags::EARLY_FDS,
+        ext_flags: hello_flags::EARLY_FDS | hello_flags::PRIVATE_ACKS,
     }))
     .map_err(|e| refusal_or(chan, e, key))?;
     let accept = match expect(chan, deadline, msg_type::HELLO_RESP, key)? {

@@ -1,6 +1,7 @@
 //! Frame leases: a handle on one published frame in its slot, valid until
 //! released; releasing ACKs it (spec §5 subscriber steps 4-5).
 
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -8,6 +9,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
 use crate::memory::{LocalFrame, MemoryKind, PlanePtr, SlotMapping};
 use crate::props::FrameProps;
+use crate::shm::ack_area::AckArea;
 use crate::shm::header::ShmHeader;
 use crate::shm::side_area::SideArea;
 use crate::side_data::SideData;
@@ -30,12 +32,64 @@ pub(crate) struct Ring {
     pub spare: Mutex<Vec<LocalFrame>>,
     /// The side-data area (D30); None from publishers without one.
     pub side: Option<SideArea>,
+    /// Our own ACK area and the publisher's doorbell (D33); None from
+    /// publishers that did not grant one: then we ACK in the shared header,
+    /// as protocol v1 says.
+    pub acks: Option<PrivateAcks>,
+}
+
+/// Where a subscriber with its own ACK area releases frames (D33).
+#[derive(Debug)]
+pub(crate) struct PrivateAcks {
+    pub area: AckArea,
+    pub doorbell: OwnedFd,
 }
 
 impl Ring {
-    /// ACKs `seq` in `slot` if the slot still holds it.
+    /// ACKs `seq` in `slot` if the slot still holds it (true: it did, so
+    /// what was read from it is intact).
     pub(crate) fn ack(&self, slot: usize, seq: u64) -> bool {
-        self.header.ack(slot, seq, self.bit)
+        let Some(acks) = &self.acks else {
+            return self.header.ack(slot, seq, self.bit);
+        };
+        if self.header.seq_after_read(slot) != seq {
+            return false;
+        }
+        acks.area.release(slot, seq);
+        if self.header.publisher_waits() {
+            let _ = nix::unistd::write(&acks.doorbell, &1u64.to_ne_bytes());
+        }
+        true
+    }
+
+    /// From now on `seq` is held until released (D22, D25).
+    pub(crate) fn note_taken(&self, seq: u64) {
+        match &self.acks {
+            Some(acks) => acks.area.note_taken(seq),
+            None => self.header.note_taken(self.bit, seq),
+        }
+    }
+
+    /// How many slots the publisher cannot reuse yet (D25): as the
+    /// publisher counted them at its last publish (D33), or, from a
+    /// publisher that did not grant an ACK area, as read from every
+    /// subscriber's words in the shared header.
+    pub(crate) fn busy_slots(&self) -> usize {
+        match &self.acks {
+            Some(_) => self.header.busy_slots().load(Ordering::Acquire) as usize,
+            None => self.header.held_slots(self.ring_size),
+        }
+    }
+
+    /// Reports our counts where the tools read them: our ACK area (the
+    /// publisher copies them into the headers), or our record in the
+    /// shared header (the frames lost, for `cuframes top`).
+    pub(crate) fn report(&self, received: u64, dropped: u64, copied: u64) {
+        let overwritten = self.overwritten.load(Ordering::Relaxed);
+        match &self.acks {
+            Some(acks) => acks.area.report(received, dropped, overwritten, copied),
+            None => self.header.show_dropped(self.bit, dropped + overwritten),
+        }
     }
 
     /// A private buffer: a spare one, else a new one.

@@ -189,6 +189,7 @@ impl Subscriber {
     }
 
     fn connect_logged(config: SubscriberConfig) -> Result<Subscriber> {
+        crate::testhook::announce();
         let reader = handshake::connect(&config)?;
         let (key, info) = (reader.key.clone(), reader.info.clone());
         let (bit, initial_seq) = (reader.ring.bit, reader.initial_seq);

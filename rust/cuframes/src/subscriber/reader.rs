@@ -250,7 +250,7 @@ impl Reader {
             self.next_seq += 1;
             // Taken from here on, until ACKed: the publisher and other
             // subscribers count the slot as held (D25).
-            header.note_taken(ring.bit, seq);
+            ring.note_taken(seq);
             let (pts, published) = header.pts_and_publish_time(slot);
             let props = FrameProps::from_words(header.props_words(slot));
             let side_len = header.side_data_len(slot);
@@ -265,9 +265,9 @@ impl Reader {
             let copy = match self.copy {
                 CopyMode::Never => None,
                 CopyMode::Always => Some(()),
-                CopyMode::Auto => (!self.strict
-                    || header.held_slots(ring.ring_size) > leasable(ring.ring_size))
-                .then_some(()),
+                CopyMode::Auto => {
+                    (!self.strict || ring.busy_slots() > leasable(ring.ring_size)).then_some(())
+                }
             };
             let copy = match copy {
                 None => {
@@ -308,10 +308,9 @@ impl Reader {
         Ok(None)
     }
 
-    /// Extension: frames lost so far, in our subscriber slot (for `cuframes top`).
+    /// Extension: our counts so far, where the tools read them.
     fn show_dropped(&self) {
-        let lost = self.dropped + self.ring.overwritten.load(Ordering::Relaxed);
-        self.ring.header.show_dropped(self.ring.bit, lost);
+        self.ring.report(self.received, self.dropped, self.copied);
     }
 }
 

@@ -183,7 +183,9 @@ pub struct SharedHeader {
     /// Extension (spec: reserved_b): non-zero while the publisher sleeps on
     /// `ack_futex` (subscribers wake it only then).
     pub publisher_waiting: u32,
-    /// Reserved, zero (rest of spec reserved_b).
+    /// Extension (rest of spec reserved_b): `busy_slots` (u64 at 0x0E0,
+    /// D33), written by the publisher in the copy only it can write; the
+    /// rest zero.
     pub reserved_b: [u8; 32],
     /// Always 16 descriptors; `ring_size` are live (D1).
     pub slots: [SlotDescriptor; MAX_RING_SIZE],
@@ -193,6 +195,48 @@ pub struct SharedHeader {
 
 /// Size of the shared object (0x1D00).
 pub const HEADER_SIZE: usize = size_of::<SharedHeader>();
+
+/// Extension (D33): one subscriber's ACK area, a memfd of
+/// [`ACK_AREA_SIZE`] bytes that only it and its publisher map. Written by
+/// the subscriber alone (atomic u64 words); the publisher reads it as that
+/// subscriber's word about itself, never about anyone else.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckRecord {
+    /// Per slot: the newest seq released from it (atomic max).
+    pub released: [u64; MAX_RING_SIZE],
+    /// The newest seq taken (leased or copied), atomic max (as D22's
+    /// `last_taken_seq`).
+    pub taken: u64,
+    /// The newest seq ACKed (as the subscriber record's `last_seen_seq`).
+    pub last_seen_seq: u64,
+    /// CLOCK_REALTIME ns of the last ACK.
+    pub last_ack_ns: u64,
+    /// The subscriber's own counts so far: frames handed out, lost on the
+    /// way (dropped), overwritten while leased, and handed out as copies.
+    pub received: u64,
+    pub dropped: u64,
+    pub overwritten: u64,
+    pub copied: u64,
+    /// Zero.
+    pub reserved: [u64; 9],
+}
+
+/// Bytes of an ACK area's memfd (a page; the record is at its start).
+pub const ACK_AREA_SIZE: usize = 4096;
+
+const _: () = {
+    assert!(size_of::<AckRecord>() == 0x100);
+    assert!(offset_of!(AckRecord, released) == 0x00);
+    assert!(offset_of!(AckRecord, taken) == 0x80);
+    assert!(offset_of!(AckRecord, last_seen_seq) == 0x88);
+    assert!(offset_of!(AckRecord, last_ack_ns) == 0x90);
+    assert!(offset_of!(AckRecord, received) == 0x98);
+    assert!(offset_of!(AckRecord, dropped) == 0xA0);
+    assert!(offset_of!(AckRecord, overwritten) == 0xA8);
+    assert!(offset_of!(AckRecord, copied) == 0xB0);
+    assert!(size_of::<AckRecord>() <= ACK_AREA_SIZE);
+};
 
 // Spec §2.1
 const _: () = {
@@ -436,6 +480,21 @@ pub(crate) mod offsets {
     pub const ACK_FUTEX: usize = offset_of!(SharedHeader, ack_futex);
     /// Extension: the publisher-is-sleeping flag (u32).
     pub const PUBLISHER_WAITING: usize = offset_of!(SharedHeader, publisher_waiting);
+    /// Extension (D33): slots owed an ACK when the last frame was published
+    /// (u64, the first word of the spec's `reserved_b` rest).
+    pub const BUSY_SLOTS: usize = offset_of!(SharedHeader, reserved_b);
+
+    /// ACK area words (D33).
+    pub const fn ack_released(slot: usize) -> usize {
+        offset_of!(AckRecord, released) + 8 * slot
+    }
+    pub const ACK_TAKEN: usize = offset_of!(AckRecord, taken);
+    pub const ACK_LAST_SEEN: usize = offset_of!(AckRecord, last_seen_seq);
+    pub const ACK_LAST_ACK: usize = offset_of!(AckRecord, last_ack_ns);
+    pub const ACK_RECEIVED: usize = offset_of!(AckRecord, received);
+    pub const ACK_DROPPED: usize = offset_of!(AckRecord, dropped);
+    pub const ACK_OVERWRITTEN: usize = offset_of!(AckRecord, overwritten);
+    pub const ACK_COPIED: usize = offset_of!(AckRecord, copied);
 
     pub const fn slot(index: usize) -> usize {
         offset_of!(SharedHeader, slots) + index * size_of::<SlotDescriptor>()

@@ -53,6 +53,13 @@ pub mod fd_purpose {
     /// Extension (D30): the side-data area, a sealed memfd (before
     /// SUBSCRIBE, to subscribers that asked).
     pub const SIDE_DATA: u32 = 5;
+    /// Extension (D33): the subscriber's own ACK area, a memfd only it and
+    /// the publisher map (after SUBSCRIBE_RESP, to subscribers granted
+    /// [`super::hello_flags::PRIVATE_ACKS`]).
+    pub const ACK_AREA: u32 = 6;
+    /// Extension (D33): the eventfd a subscriber writes after an ACK while
+    /// the publisher waits for one (same subscribers).
+    pub const ACK_DOORBELL: u32 = 7;
     /// Extension (D27): CUDA slot `n`, exported as a file
     /// descriptor, is purpose `CUDA_SLOT_0 + n`.
     pub const CUDA_SLOT_0: u32 = 0x100;
@@ -70,6 +77,10 @@ pub mod hello_flags {
     /// header, CUDA slots shared as fds), right after HELLO_RESP, whose first
     /// reserved word (`early_fds`) then says how many EVENT_FDs follow.
     pub const EARLY_FDS: u32 = 1;
+    /// ACK in an area of my own, and send me the header as a copy only the
+    /// publisher can write (D33); needs `EARLY_FDS`. A publisher that
+    /// grants it says so in HELLO_RESP's `granted`.
+    pub const PRIVATE_ACKS: u32 = 2;
 }
 
 /// `reason` of SHUTDOWN (spec §3.8).
@@ -112,6 +123,9 @@ pub struct HelloAccept {
     /// SUBSCRIBE (the first reserved word; 0 from v1 publishers, and sent
     /// only to subscribers that asked with `hello_flags::EARLY_FDS`).
     pub early_fds: u32,
+    /// Extension: the `hello_flags` the publisher grants beyond
+    /// `EARLY_FDS` (the second reserved word; 0 from older publishers).
+    pub granted: u32,
 }
 
 /// HELLO_RESP: accepted with a body, or refused with a negative result.
@@ -246,7 +260,8 @@ impl Message {
                     w.u32(a.shm_path.len() as u32);
                     w.bytes(a.shm_path.as_bytes());
                     w.u32(a.early_fds);
-                    w.zeros(8);
+                    w.u32(a.granted);
+                    w.zeros(4);
                 }
                 (None, result) if result < 0 => {
                     // Spec §3.4: result + reserved. The first reserved word
@@ -455,12 +470,14 @@ fn decode_payload(kind: u32, p: &[u8]) -> Result<Message> {
                 .filter(|s| check_shm_path(s).is_ok())
                 .ok_or_else(|| Error::protocol(format!("{name}: shm path is not printable ASCII")))?;
             let early_fds = r.u32();
+            let granted = r.u32();
             let accept = (result == 0).then(|| HelloAccept {
                 ring_size,
                 ownership_mode,
                 meta,
                 shm_path: shm_path.to_owned(),
                 early_fds,
+                granted,
             });
             Message::HelloResp(HelloResp {
                 result,

@@ -128,3 +128,24 @@ pub fn relay_hello_v1(
         .unwrap();
     sub
 }
+
+/// Writes `value` at `offset` of the header copy only the publisher of
+/// `key` can write (D33), through its own read-write mapping in this
+/// process (/proc/self/maps names it, /proc/self/mem writes it): for tests
+/// that play a hostile or broken publisher.
+pub fn write_publisher_copy(key: &str, offset: u64, value: u64) {
+    use std::os::unix::fs::FileExt;
+    let name = format!("/memfd:cuframes-{key}-header");
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps
+        .lines()
+        .find(|l| l.contains(&name) && l.split_whitespace().nth(1) == Some("rw-s"))
+        .unwrap_or_else(|| panic!("the publisher of {key} is not in this process"));
+    let start = u64::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")
+        .unwrap()
+        .write_all_at(&value.to_le_bytes(), start + offset)
+        .unwrap();
+}
