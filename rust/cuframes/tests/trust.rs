@@ -172,16 +172,26 @@ fn a_fifo_under_another_key_does_not_hang_listing() {
     let publisher = Publisher::create(config(&live, dir.path())).unwrap();
     let d = dir.path().to_owned();
     let keys = within(NO_HANG, move || {
-        let keys = cuframes::list_keys(Some(&d));
-        let statuses: Vec<_> = keys
-            .iter()
-            .map(|k| cuframes::key_status(k, Some(&d)).is_ok())
-            .collect();
-        (keys, statuses)
+        let warned = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = warned.clone();
+        let logger = cuframes::log::Logger::new(move |_, m| sink.lock().unwrap().push(m.to_owned()));
+        let keys = cuframes::log::with_logger(Some(&logger), || cuframes::list_keys(Some(&d)));
+        for k in &keys {
+            let _ = cuframes::key_status(k, Some(&d));
+        }
+        let warned = warned.lock().unwrap().clone();
+        (keys, warned)
     });
     let _ = std::fs::remove_file(&path);
-    let (keys, _) = keys.expect("listing keys hung on a FIFO");
+    let (keys, warned) = keys.expect("listing keys hung on a FIFO");
     assert!(keys.contains(&live), "{keys:?}");
+    assert!(!keys.contains(&planted), "the FIFO is skipped: {keys:?}");
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains(&path.display().to_string()) && w.contains("FIFO")),
+        "and said so: {warned:?}"
+    );
     drop(publisher);
 }
 
@@ -322,6 +332,29 @@ fn idle_connections_do_not_lock_honest_subscribers_out() {
         .collect();
     assert!(idle.len() >= 100, "{} idle connections", idle.len());
     std::thread::sleep(Duration::from_millis(50));
+    // And a client that keeps connecting and leaking connections meanwhile.
+    let stop = Arc::new(AtomicBool::new(false));
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let leaker = {
+        let (stop, made, socket) = (stop.clone(), made.clone(), socket.clone());
+        std::thread::spawn(move || {
+            let mut leaked = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(s) = UnixStream::connect(&socket) {
+                    leaked.push(s);
+                    made.fetch_add(1, Ordering::Relaxed);
+                }
+                if leaked.len() > 400 {
+                    leaked.drain(..200);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || made.load(Ordering::Relaxed) >= 20),
+        "the leaking client connects"
+    );
     for round in 0..3 {
         let started = Instant::now();
         let mut c = subscriber_config(&key, dir.path(), "honest");
@@ -338,6 +371,8 @@ fn idle_connections_do_not_lock_honest_subscribers_out() {
         publish_pattern(&mut publisher);
         assert!(lease_matches(&sub.next(SECOND).unwrap()));
     }
+    stop.store(true, Ordering::Relaxed);
+    leaker.join().unwrap();
     drop(idle);
 }
 
@@ -830,4 +865,106 @@ print("forged", rounds, "rounds")
             }
         }
     }
+}
+
+// --------------------------------------------------- protocol-v1 peers
+
+/// A protocol-v1 subscriber written from the specification: HELLO without
+/// extension flags, SUBSCRIBE, then the named header, read-write.
+struct V1Peer {
+    sock: UnixStream,
+    header: std::fs::File,
+    bit: u32,
+}
+
+/// Subscribes as a protocol-v1 peer; Err(the publisher's refusal).
+fn v1_subscribe(key: &str, dir: &Path) -> Result<V1Peer, String> {
+    use cuframes::protocol::{HelloReq, Message};
+    use std::io::Write;
+    let mut sock = UnixStream::connect(dir.join(format!("{key}.sock"))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let hello = Message::HelloReq(HelloReq {
+        proto_version: 1,
+        name: "v1-peer".into(),
+        cuda_device: -1,
+        mode: 0,
+        ext_flags: 0,
+    });
+    sock.write_all(&hello.encode().unwrap()).unwrap();
+    match read_message(&mut sock) {
+        Some(Message::HelloResp(r)) if r.result == 0 => {}
+        Some(Message::Error { message, .. }) => return Err(message),
+        other => return Err(format!("{other:?}")),
+    }
+    sock.write_all(&Message::SubscribeReq { proto_version: 1 }.encode().unwrap())
+        .unwrap();
+    let bit = match read_message(&mut sock) {
+        Some(Message::SubscribeResp(r)) if r.result == 0 => r.assigned_bit,
+        other => return Err(format!("{other:?}")),
+    };
+    Ok(V1Peer {
+        sock,
+        header: header_file(key),
+        bit,
+    })
+}
+
+impl V1Peer {
+    /// ACKs the newest frame as spec §5 says: its bit in the slot's
+    /// `ack_bitmap`, `last_seen_seq`, then the futex word (D24). Returns the seq.
+    fn ack_newest(&self, ring: u64) -> u64 {
+        let global = read_u64(&self.header, GLOBAL_SEQ);
+        let at = slot(global % ring);
+        assert_eq!(
+            read_u64(&self.header, at),
+            global,
+            "the newest frame is in its slot"
+        );
+        let bits = read_u64(&self.header, at + SLOT_ACK);
+        write_u64(&self.header, at + SLOT_ACK, bits | 1 << self.bit);
+        write_u64(&self.header, 0xD00 + 128 * self.bit as u64 + 0x10, global);
+        let futex = read_u64(&self.header, 0xD8);
+        write_u64(&self.header, 0xD8, futex.wrapping_add(1));
+        global
+    }
+}
+
+/// A protocol-v1 subscriber of this user is admitted by default and its ACKs
+/// in the named header are what a strict-wait publisher waits for; with
+/// `v1_peers = refuse` it is refused, naming the setting.
+#[test]
+fn a_v1_subscriber_acks_in_the_named_header_unless_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("v1");
+    let ack_timeout = Duration::from_secs(2);
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 1, ack_timeout)).unwrap();
+    let peer = v1_subscribe(&key, dir.path()).expect("a v1 subscriber of this user is admitted");
+    assert_eq!(publisher.subscriber_count(), 1);
+    let started = Instant::now();
+    for n in 1..=5u64 {
+        assert_eq!(publish_pattern(&mut publisher), n);
+        assert_eq!(peer.ack_newest(1), n);
+    }
+    assert!(
+        started.elapsed() < ack_timeout,
+        "took {:?}: the ACKs counted",
+        started.elapsed()
+    );
+    assert_eq!(publisher.stats().ack_timeouts, 0);
+    // Not ACKed: the ring of one is held until the peer is dropped.
+    let started = Instant::now();
+    publish_pattern(&mut publisher);
+    publish_pattern(&mut publisher);
+    assert!(started.elapsed() >= ack_timeout, "waited for the v1 subscriber");
+    assert_eq!(publisher.stats().ack_timeouts, 1);
+    drop(peer.sock);
+    drop(publisher);
+
+    let mut cfg = config(&key, dir.path());
+    cfg.v1_peers = cuframes::V1Peers::Refuse;
+    let _publisher = Publisher::create(cfg).unwrap();
+    let refusal = v1_subscribe(&key, dir.path()).map(|_| ()).unwrap_err();
+    assert!(refusal.contains("v1_peers=refuse"), "{refusal}");
+    // cuframes subscribers still get in.
+    drop(subscribe(&key, dir.path(), "honest"));
 }
