@@ -272,6 +272,8 @@ pub struct Publisher {
     next_seq: u64,
     /// Rung by subscribers with an ACK area after an ACK while we wait (D33).
     doorbell: EventFd,
+    /// CLOCK_MONOTONIC ns after which a publish copies subscribers' reports.
+    next_mirror_ns: u64,
     /// A slot handed out by `acquire_slot`, not yet committed.
     acquired: Option<usize>,
     /// The stream as subscribers see it (D18: EXTERNAL ownership here).
@@ -414,6 +416,7 @@ impl Publisher {
             control_stats,
             next_seq: 1,
             doorbell,
+            next_mirror_ns: 0,
             acquired: None,
             info,
             props: None,
@@ -697,7 +700,7 @@ impl Publisher {
     /// [`Publisher::missing_acks`] with the table locked.
     fn owing(&self, table: &Table, slot: usize) -> u32 {
         let need = table.required[slot] & self.registry.active();
-        need & !table.released(slot, self.slot_seqs[slot], &self.registry.headers)
+        need & !table.released(slot, self.slot_seqs[slot], &self.registry.headers, need)
     }
 
     /// Picks the next slot (waiting for one under STRICT_WAIT) and marks
@@ -849,7 +852,13 @@ impl Publisher {
         headers.publish_slot(slot, seq, pts_ns, self.layout.size() as u64, props, side_len);
         self.pending_side_data.clear();
         self.registry.set_published(seq);
-        self.registry.mirror_reports_locked(&table);
+        // What subscribers report of themselves, for the tools: at most
+        // once a millisecond (and by the control thread between publishes).
+        let now = crate::platform::clock::monotonic_ns();
+        if now >= self.next_mirror_ns {
+            self.registry.mirror_reports_locked(&table);
+            self.next_mirror_ns = now + 1_000_000;
+        }
         for sub in table.subs.iter().flatten() {
             let _ = sub.wake.write(1);
         }

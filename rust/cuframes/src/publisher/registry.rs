@@ -55,19 +55,27 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// The bits that released frame `seq` in slot `slot`: each subscriber
+    /// Of the bits `asked`, those that released frame `seq` in slot `slot`: each subscriber
     /// by its own word (its ACK area; a v1 subscriber's bit in the named
     /// header's `ack_bitmap`, which is reset with every publish).
-    pub(crate) fn released(&self, slot: usize, seq: u64, headers: &Headers) -> u32 {
+    pub(crate) fn released(&self, slot: usize, seq: u64, headers: &Headers, asked: u32) -> u32 {
+        if asked == 0 {
+            return 0;
+        }
         let v1_bits = headers.named.acked(slot);
-        self.subs.iter().enumerate().fold(0, |bits, (bit, sub)| {
+        let mut bits = 0;
+        let mut left = asked;
+        while left != 0 {
+            let bit = left.trailing_zeros();
+            left &= left - 1;
             let mask = 1u32 << bit;
-            match sub {
-                Some(ActiveSubscriber { acks: Some(area), .. }) if area.released(slot) >= seq => bits | mask,
-                Some(ActiveSubscriber { acks: None, .. }) => bits | (v1_bits & mask),
-                _ => bits,
+            match &self.subs[bit as usize] {
+                Some(ActiveSubscriber { acks: Some(area), .. }) if area.released(slot) >= seq => bits |= mask,
+                Some(ActiveSubscriber { acks: None, .. }) => bits |= v1_bits & mask,
+                _ => {}
             }
-        })
+        }
+        bits
     }
 
     /// The newest seq subscriber `bit` says it took (0: none, or unknown).
