@@ -15,34 +15,26 @@ use super::{SubscriberConfig, SubscriberMode};
 use crate::channel::{Channel, Descriptors};
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
+use crate::platform::access::PeerCred;
 use crate::platform::region::Access;
 use crate::resources::KeyPaths;
 use crate::shm::ack_area::AckArea;
-use crate::shm::header::{ShmHeader, validate_header, validate_meta};
+use crate::shm::header::{ShmHeader, StreamInfo, validate_header, validate_meta};
 use crate::shm::side_area::SideArea;
-use crate::wire::layout::{FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION};
-use crate::wire::message::{HelloAccept, HelloReq, Message, fd_purpose, hello_flags, msg_type};
+use crate::wire::layout::{
+    FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, PROTOCOL_VERSION, SharedHeader,
+};
+use crate::wire::message::{
+    HelloAccept, HelloReq, Message, SubscribeResp, fd_purpose, hello_flags, msg_type,
+};
 
-/// Connects to the publisher of `config.key` and completes the handshake:
-/// a reader of its ring.
+/// Connects to the publisher of `config.key` and completes the handshake
+/// (spec §4.1, one step a function): a reader of its ring.
 pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     let paths = KeyPaths::for_subscriber(&config.key, config.runtime_dir.as_deref())?;
     let key = config.key.clone();
     let deadline = Instant::now() + config.connect_timeout;
-    let sock = crate::channel::connect_until(&paths.socket, deadline).map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
-        Some(Errno::ECONNREFUSED) => Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "no publisher for key '{key}': {} is stale (its publisher died; `cuframes cleanup {key}` removes it)",
-                paths.socket.display()
-            ),
-        ),
-        Some(Errno::ENOENT) => Error::new(ErrorKind::NotFound, format!("no publisher for key '{key}'")),
-        _ => Error::io(format!("connecting to {}", paths.socket.display()), &e),
-    })?;
-    let mut chan = Channel::new(sock, format!("publisher of '{key}'"), Descriptors::WithEventFd)?;
-    let publisher = crate::platform::access::peer_credentials(chan.socket())?;
-    trusted_listener(&paths, publisher.uid)?;
+    let (mut chan, publisher) = open_channel(&paths, deadline)?;
     crate::testhook::abort_at("sub-before-hello");
 
     // HELLO, and the descriptors sent before SUBSCRIBE (D27): the
@@ -56,65 +48,16 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         config.cuda_device,
         config.mode,
     )?;
-    if accept.shm_path != paths.shm_name {
-        return Err(Error::protocol(format!(
-            "publisher of '{key}' names shared memory {:?}; expected {}",
-            accept.shm_path, paths.shm_name
-        )));
-    }
-    validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
-
-    // The header, untrusted: validated, and it must agree with HELLO_RESP.
-    // Granted an ACK area of our own (D33), we get the copy only the
-    // publisher can write, and map it read-only.
     let private_acks = accept.granted & hello_flags::PRIVATE_ACKS != 0;
-    let header = match take_fd(&mut early, fd_purpose::HEADER) {
-        Some(fd) => ShmHeader::from_fd(
-            &fd,
-            if private_acks {
-                Access::ReadOnly
-            } else {
-                Access::ReadWrite
-            },
-            &format!("shared memory of '{key}' (sent by its publisher)"),
-        )?,
-        None if private_acks => {
-            return Err(Error::protocol(format!(
-                "publisher of '{key}' granted private ACKs but sent no header"
-            )));
-        }
-        None => open_header_by_name(&paths.shm_name, publisher.uid, &key)?,
-    };
-    if header.load_magic() != crate::wire::MAGIC {
-        return Err(Error::corrupt(format!(
-            "shared memory of '{key}' is not initialised"
-        )));
-    }
-    let snapshot = header.snapshot();
-    let info = validate_header(&snapshot)
-        .map_err(|e| Error::new(e.kind(), format!("shared memory of '{key}': {e}")))?;
-    // Ownership is asked of no one: the header (validated) says it, and
-    // HELLO_RESP must say the same.
-    if info.ownership_mode != u64::from(accept.ownership_mode) {
-        return Err(Error::corrupt(format!(
-            "publisher of '{key}' says ownership_mode {} in HELLO_RESP, its shared memory says {}",
-            accept.ownership_mode, info.ownership_mode
-        )));
-    }
-    if info.ring_size != accept.ring_size as usize || info.meta != accept.meta {
-        return Err(Error::corrupt(format!(
-            "shared memory of '{key}' disagrees with its publisher's HELLO_RESP"
-        )));
-    }
-
-    // CUDA memory is mapped before SUBSCRIBE (D23): making a CUDA
-    // context takes seconds on a busy host, and the publisher counts a
-    // subscriber's start-up time from its admission.
+    let (header, snapshot, info) = map_header(&accept, &mut early, &paths, publisher.uid, private_acks)?;
     // Side data (D30) from publishers that have an area.
     let side = take_fd(&mut early, fd_purpose::SIDE_DATA)
         .map(|fd| SideArea::open(&fd, &key))
         .transpose()?;
 
+    // CUDA memory is mapped before SUBSCRIBE (D23): making a CUDA
+    // context takes seconds on a busy host, and the publisher counts a
+    // subscriber's start-up time from its admission.
     let cuda_share = CudaShare::from_wire(info.meta.memory_kind).filter(|_| info.memory == MemoryKind::Cuda);
     if cuda_share == Some(CudaShare::Ipc) && publisher.pid == 0 {
         // SO_PEERCRED reports pid 0 for a peer outside our PID namespace:
@@ -135,7 +78,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         cuda: config.cuda,
         cuda_device: config.cuda_device,
     };
-    let mut mapping = match info.memory {
+    let early_mapping = match info.memory {
         MemoryKind::Cuda => Some(
             open_mapping(info.memory, &source, &mut early)
                 .map_err(|e| publisher_gone_or(&mut chan, e, &key))?,
@@ -143,74 +86,17 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         MemoryKind::Host => None,
     };
 
-    // SUBSCRIBE
     crate::testhook::abort_at("sub-after-hello");
-    chan.send(&Message::SubscribeReq {
-        proto_version: PROTOCOL_VERSION,
-    })?;
-    let resp = match expect(&mut chan, deadline, msg_type::SUBSCRIBE_RESP, &key)? {
-        Message::SubscribeResp(r) => r,
-        _ => unreachable!("expect() returns the asked type"),
-    };
-    if resp.result != 0 {
-        let kind = ErrorKind::from_code(resp.result);
-        let message = match kind {
-            ErrorKind::TooMany => {
-                format!("too many subscribers: publisher of '{key}' serves its maximum of 31")
-            }
-            _ => format!("publisher of '{key}' refused SUBSCRIBE: {}", kind.describe()),
-        };
-        return Err(Error::new(kind, message));
-    }
-    if !(FIRST_SUBSCRIBER_BIT..=LAST_SUBSCRIBER_BIT).contains(&resp.assigned_bit) {
-        return Err(Error::protocol(format!(
-            "publisher of '{key}' assigned bit {} (must be 1..=31)",
-            resp.assigned_bit
-        )));
-    }
-
-    // Descriptors: the wake-up eventfd, plus what the memory backend needs.
-    let mut wanted = vec![fd_purpose::WAKEUP];
-    if private_acks {
-        wanted.extend([fd_purpose::ACK_AREA, fd_purpose::ACK_DOORBELL]);
-    }
-    if info.memory == MemoryKind::Host {
-        wanted.push(fd_purpose::HOST_SLOTS);
-    }
-    let mut fds: Vec<(u32, OwnedFd)> = Vec::new();
-    while !wanted.is_empty() {
-        let received = chan.recv(deadline, "EVENT_FD")?;
-        match received.msg {
-            Message::EventFd { purpose } => {
-                let fd = received.fd.expect("channel pairs EVENT_FD with a descriptor");
-                if let Some(at) = wanted.iter().position(|&p| p == purpose) {
-                    wanted.swap_remove(at);
-                    fds.push((purpose, fd));
-                } // unknown purposes: a later extension; closed here.
-            }
-            other => handle_unexpected(&chan, other, &key)?,
-        }
-    }
-    let at = fds
-        .iter()
-        .position(|(p, _)| *p == fd_purpose::WAKEUP)
-        .expect("collected above");
-    let (_, wake) = fds.swap_remove(at);
-    let acks = match private_acks {
-        true => {
-            let area = take_fd(&mut fds, fd_purpose::ACK_AREA).expect("collected above");
-            Some(PrivateAcks {
-                area: AckArea::open(&area, &key)?,
-                doorbell: take_fd(&mut fds, fd_purpose::ACK_DOORBELL).expect("collected above"),
-            })
-        }
-        false => None,
-    };
-    let mapping = match mapping.take() {
+    let resp = subscribe(&mut chan, deadline, &key)?;
+    let AfterSubscribe {
+        wake,
+        acks,
+        mut memory,
+    } = receive_descriptors(&mut chan, deadline, &key, &info, private_acks)?;
+    let mapping = match early_mapping {
         Some(mapping) => mapping,
-        None => {
-            open_mapping(info.memory, &source, &mut fds).map_err(|e| publisher_gone_or(&mut chan, e, &key))?
-        }
+        None => open_mapping(info.memory, &source, &mut memory)
+            .map_err(|e| publisher_gone_or(&mut chan, e, &key))?,
     };
     crate::testhook::abort_at("sub-after-accept");
     let ring = Arc::new(Ring {
@@ -247,6 +133,171 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         shut_down: false,
         control_pending: true,
         control_due_ns: 0,
+    })
+}
+
+/// Locate and connect (step 1): the channel to the key's publisher, and
+/// its credentials, once it is known to be the socket's own listener.
+fn open_channel(paths: &KeyPaths, deadline: Instant) -> Result<(Channel, PeerCred)> {
+    let key = &paths.key;
+    let sock = crate::channel::connect_until(&paths.socket, deadline).map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::ECONNREFUSED) => Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no publisher for key '{key}': {} is stale (its publisher died; `cuframes cleanup {key}` removes it)",
+                paths.socket.display()
+            ),
+        ),
+        Some(Errno::ENOENT) => Error::new(ErrorKind::NotFound, format!("no publisher for key '{key}'")),
+        _ => Error::io(format!("connecting to {}", paths.socket.display()), &e),
+    })?;
+    let chan = Channel::new(sock, format!("publisher of '{key}'"), Descriptors::WithEventFd)?;
+    let publisher = crate::platform::access::peer_credentials(chan.socket())?;
+    trusted_listener(paths, publisher.uid)?;
+    Ok((chan, publisher))
+}
+
+/// Check HELLO_RESP and map the header (steps 4-5): untrusted, validated,
+/// and it must agree with HELLO_RESP. Granted an ACK area of our own (D33),
+/// we get the copy only the publisher can write, and map it read-only.
+fn map_header(
+    accept: &HelloAccept,
+    early: &mut Vec<(u32, OwnedFd)>,
+    paths: &KeyPaths,
+    publisher_uid: u32,
+    private_acks: bool,
+) -> Result<(ShmHeader, SharedHeader, StreamInfo)> {
+    let key = &paths.key;
+    if accept.shm_path != paths.shm_name {
+        return Err(Error::protocol(format!(
+            "publisher of '{key}' names shared memory {:?}; expected {}",
+            accept.shm_path, paths.shm_name
+        )));
+    }
+    validate_meta(&accept.meta).map_err(|e| Error::new(e.kind(), format!("HELLO_RESP from '{key}': {e}")))?;
+    let header = match take_fd(early, fd_purpose::HEADER) {
+        Some(fd) => ShmHeader::from_fd(
+            &fd,
+            if private_acks {
+                Access::ReadOnly
+            } else {
+                Access::ReadWrite
+            },
+            &format!("shared memory of '{key}' (sent by its publisher)"),
+        )?,
+        None if private_acks => {
+            return Err(Error::protocol(format!(
+                "publisher of '{key}' granted private ACKs but sent no header"
+            )));
+        }
+        None => open_header_by_name(&paths.shm_name, publisher_uid, key)?,
+    };
+    if header.load_magic() != crate::wire::MAGIC {
+        return Err(Error::corrupt(format!(
+            "shared memory of '{key}' is not initialised"
+        )));
+    }
+    let snapshot = header.snapshot();
+    let info = validate_header(&snapshot)
+        .map_err(|e| Error::new(e.kind(), format!("shared memory of '{key}': {e}")))?;
+    // Ownership is asked of no one: the header (validated) says it, and
+    // HELLO_RESP must say the same.
+    if info.ownership_mode != u64::from(accept.ownership_mode) {
+        return Err(Error::corrupt(format!(
+            "publisher of '{key}' says ownership_mode {} in HELLO_RESP, its shared memory says {}",
+            accept.ownership_mode, info.ownership_mode
+        )));
+    }
+    if info.ring_size != accept.ring_size as usize || info.meta != accept.meta {
+        return Err(Error::corrupt(format!(
+            "shared memory of '{key}' disagrees with its publisher's HELLO_RESP"
+        )));
+    }
+    Ok((header, snapshot, info))
+}
+
+/// SUBSCRIBE (step 7): the accepted answer, with a bit in 1..=31.
+fn subscribe(chan: &mut Channel, deadline: Instant, key: &str) -> Result<SubscribeResp> {
+    chan.send(&Message::SubscribeReq {
+        proto_version: PROTOCOL_VERSION,
+    })?;
+    let resp = match expect(chan, deadline, msg_type::SUBSCRIBE_RESP, key)? {
+        Message::SubscribeResp(r) => r,
+        _ => unreachable!("expect() returns the asked type"),
+    };
+    if resp.result != 0 {
+        let kind = ErrorKind::from_code(resp.result);
+        let message = match kind {
+            ErrorKind::TooMany => {
+                format!("too many subscribers: publisher of '{key}' serves its maximum of 31")
+            }
+            _ => format!("publisher of '{key}' refused SUBSCRIBE: {}", kind.describe()),
+        };
+        return Err(Error::new(kind, message));
+    }
+    if !(FIRST_SUBSCRIBER_BIT..=LAST_SUBSCRIBER_BIT).contains(&resp.assigned_bit) {
+        return Err(Error::protocol(format!(
+            "publisher of '{key}' assigned bit {} (must be 1..=31)",
+            resp.assigned_bit
+        )));
+    }
+    Ok(resp)
+}
+
+/// What step 8 receives.
+struct AfterSubscribe {
+    wake: OwnedFd,
+    acks: Option<PrivateAcks>,
+    /// What the memory backend needs, with the purposes.
+    memory: Vec<(u32, OwnedFd)>,
+}
+
+/// The descriptors after SUBSCRIBE_RESP (step 8): the wake-up eventfd, our
+/// ACK area and the doorbell when granted (D33), and what the memory
+/// backend needs.
+fn receive_descriptors(
+    chan: &mut Channel,
+    deadline: Instant,
+    key: &str,
+    info: &StreamInfo,
+    private_acks: bool,
+) -> Result<AfterSubscribe> {
+    let mut wanted = vec![fd_purpose::WAKEUP];
+    if private_acks {
+        wanted.extend([fd_purpose::ACK_AREA, fd_purpose::ACK_DOORBELL]);
+    }
+    if info.memory == MemoryKind::Host {
+        wanted.push(fd_purpose::HOST_SLOTS);
+    }
+    let mut fds: Vec<(u32, OwnedFd)> = Vec::new();
+    while !wanted.is_empty() {
+        let received = chan.recv(deadline, "EVENT_FD")?;
+        match received.msg {
+            Message::EventFd { purpose } => {
+                let fd = received.fd.expect("channel pairs EVENT_FD with a descriptor");
+                if let Some(at) = wanted.iter().position(|&p| p == purpose) {
+                    wanted.swap_remove(at);
+                    fds.push((purpose, fd));
+                } // unknown purposes: a later extension; closed here.
+            }
+            other => handle_unexpected(chan, other, key)?,
+        }
+    }
+    let wake = take_fd(&mut fds, fd_purpose::WAKEUP).expect("collected above");
+    let acks = match private_acks {
+        true => {
+            let area = take_fd(&mut fds, fd_purpose::ACK_AREA).expect("collected above");
+            Some(PrivateAcks {
+                area: AckArea::open(&area, key)?,
+                doorbell: take_fd(&mut fds, fd_purpose::ACK_DOORBELL).expect("collected above"),
+            })
+        }
+        false => None,
+    };
+    Ok(AfterSubscribe {
+        wake,
+        acks,
+        memory: fds,
     })
 }
 
