@@ -26,6 +26,10 @@ pub enum Command {
     Bench(BenchArgs),
     /// Live view of every publisher: fps, subscribers, lag and drops (read from shared memory).
     Top(TopArgs),
+    /// Serve Prometheus metrics for every key on this machine (read from shared memory).
+    Exporter(ExporterArgs),
+    /// Exit 0 when KEY has a live publisher that published recently (for probes).
+    Health(HealthArgs),
     /// Internal: a subscriber process of `cuframes bench`.
     #[command(name = "__bench-worker", hide = true)]
     BenchWorker(BenchWorkerArgs),
@@ -231,6 +235,45 @@ pub struct TopArgs {
     /// With --once: a JSON array, one object per key.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExporterArgs {
+    /// Address to serve /metrics and /healthz on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9477")]
+    pub listen: String,
+    /// Write the metrics to this file every --interval-ms instead (for
+    /// node_exporter's textfile collector; written whole, then renamed).
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<std::path::PathBuf>,
+    /// How often --textfile is rewritten.
+    #[arg(long, default_value_t = 15000)]
+    pub interval_ms: u64,
+    /// Print the metrics once to standard output and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Look for sockets and locks in this directory only.
+    #[arg(long, value_name = "DIR")]
+    pub runtime_dir: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// The key to check.
+    pub key: String,
+    /// Healthy only when the newest frame is at most this many seconds old.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub max_age: f64,
+    /// Also check this subscriber (by name): active, at most --max-lag frames
+    /// behind, and releasing frames.
+    #[arg(long, value_name = "NAME")]
+    pub subscriber: Option<String>,
+    /// With --subscriber: the most frames it may be behind.
+    #[arg(long, value_name = "FRAMES", default_value_t = 64)]
+    pub max_lag: u64,
+    /// Look for the key's socket and lock in this directory only.
+    #[arg(long, value_name = "DIR")]
+    pub runtime_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,8 @@
 
 mod args;
 mod bench;
+mod exporter;
+mod health;
 mod inspect;
 mod publish;
 mod report;
@@ -25,6 +27,8 @@ fn main() -> ExitCode {
         Command::Cleanup(a) => inspect::cleanup(a),
         Command::Bench(a) => bench::run(a),
         Command::Top(a) => top::run(a),
+        Command::Exporter(a) => exporter::run(a),
+        Command::Health(a) => health::run(a),
         Command::BenchWorker(a) => bench::worker::run(a),
     };
     match result {

@@ -123,7 +123,7 @@ fn live_header_is_byte_exact() {
     assert_eq!(u32_at(&b, 0xDC), 0, "extension publisher_waiting: not waiting");
     assert!(
         zero(&b, 0xE0..0x100),
-        "reserved_b (busy_slots lives in the sealed copy only)"
+        "busy_slots (sealed copy only) and the publisher's counters (none waited yet)"
     );
     // Slots at 0x100, 192 bytes each; seq s lives in slot s % ring.
     for seq in 1..=3u64 {
@@ -172,7 +172,19 @@ fn live_header_is_byte_exact() {
         1,
         "last_taken_seq (extension): frame 1 was taken"
     );
-    assert!(zero(&b, s + 0x50..s + 0x80), "reserved");
+    // D35: its received, copied and overwritten counts, and that the
+    // publisher copied them from its ACK area (1).
+    assert_eq!(
+        (
+            u64_at(&b, s + 0x50),
+            u64_at(&b, s + 0x58),
+            u64_at(&b, s + 0x60),
+            u64_at(&b, s + 0x68)
+        ),
+        (1, 0, 0, 1),
+        "received, copied, overwritten, report source (extension)"
+    );
+    assert!(zero(&b, s + 0x70..s + 0x80), "reserved");
     assert!(
         zero(&b, 0xD00..0xD00 + 128),
         "bit 0 is the sentinel and never used"
@@ -759,4 +771,51 @@ fn extensions_are_invisible_to_a_plain_v1_reader() {
     assert_eq!(info.fps, None);
     assert_eq!(info.layout.size() as u64, v1.meta.frame_size_bytes);
     assert_eq!(Policy::from_wire(v1.policy), Some(Policy::DropOldest));
+}
+
+/// D35: the publisher's counters and a subscriber's report, as monitoring
+/// reads them from the named header without subscribing.
+#[test]
+fn counters_reach_the_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("counters");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_millis(300))).unwrap();
+    let mut slow = subscribe(&key, dir.path(), "slow");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        publish_pattern(&mut publisher);
+        held.push(slow.next(SECOND).unwrap());
+    }
+    // Both slots held: the next publish waits, then drops the subscriber.
+    publish_pattern(&mut publisher);
+    drop(held);
+    let inspection = cuframes::inspect::inspect(&key, Some(dir.path())).unwrap();
+    let counters = inspection.publisher_counters().unwrap();
+    assert_eq!(counters.ack_waits, 1, "{counters:?}");
+    assert!(counters.ack_wait_ns >= 300_000_000, "{counters:?}");
+    assert_eq!(counters.ack_timeouts, 1, "{counters:?}");
+    assert_eq!(counters, {
+        let s = publisher.stats();
+        cuframes::inspect::PublisherCounters {
+            ack_waits: s.ack_waits,
+            ack_wait_ns: s.ack_wait_ns,
+            ack_timeouts: s.ack_timeouts,
+        }
+    });
+
+    let mut sub = subscribe(&key, dir.path(), "reporter");
+    for _ in 0..3 {
+        publish_pattern(&mut publisher);
+        sub.next(SECOND).unwrap().release().unwrap();
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            cuframes::inspect::inspect(&key, Some(dir.path()))
+                .unwrap()
+                .subscribers()
+                .iter()
+                .any(|s| s.name == "reporter" && s.received == 3 && s.report_from_ack_area)
+        }),
+        "the subscriber's report reaches its record"
+    );
 }

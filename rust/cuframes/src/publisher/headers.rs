@@ -112,6 +112,20 @@ impl Headers {
             .store_bytes(ShmHeader::subscriber_offset(bit) + word, &value.to_le_bytes());
     }
 
+    /// The publisher's counters (D35), in both.
+    pub(crate) fn set_counters(&self, ack_waits: u64, ack_wait_ns: u64, ack_timeouts: u64) {
+        use crate::wire::layout::offsets;
+        for h in self.both() {
+            for (at, value) in [
+                (offsets::PUB_ACK_WAITS, ack_waits),
+                (offsets::PUB_ACK_WAIT_NS, ack_wait_ns),
+                (offsets::PUB_ACK_TIMEOUTS, ack_timeouts),
+            ] {
+                h.store_bytes(at, &value.to_le_bytes());
+            }
+        }
+    }
+
     /// `shutdown_flag`, in both.
     pub(crate) fn mark_shutdown(&self) {
         for h in self.both() {

@@ -22,8 +22,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::platform::clock;
 use crate::shm::ack_area::AckArea;
 use crate::wire::layout::{
-    FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, SUBSCRIBER_ACTIVE,
-    SubscriberSlot, offsets,
+    FIRST_SUBSCRIBER_BIT, LAST_SUBSCRIBER_BIT, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, REPORT_FROM_ACK_AREA,
+    SUBSCRIBER_ACTIVE, SubscriberSlot, offsets,
 };
 use crate::wire::message::Message;
 
@@ -254,12 +254,17 @@ impl Registry {
             };
             let r = area.reported();
             let since_join = published.saturating_sub(*initial_seq);
+            let received = r.received.min(since_join);
             let lost = r.dropped.saturating_add(r.overwritten).min(since_join);
             for (word, value) in [
                 (offsets::SUB_LAST_SEEN, r.last_seen_seq.min(published)),
                 (offsets::SUB_LAST_ACK, r.last_ack_ns),
                 (offsets::SUB_DROPPED, lost),
                 (offsets::SUB_LAST_TAKEN, area.taken().min(published)),
+                (offsets::SUB_RECEIVED, received),
+                (offsets::SUB_COPIED, r.copied.min(received)),
+                (offsets::SUB_OVERWRITTEN, r.overwritten.min(lost)),
+                (offsets::SUB_REPORT, REPORT_FROM_ACK_AREA),
             ] {
                 self.headers.store_named_subscriber_word(bit, word, value);
             }

@@ -107,6 +107,7 @@ impl Publisher {
                     self.registry.headers.stop_waiting_for_acks();
                     self.stats.ack_waits += 1;
                     self.stats.ack_wait_ns += since.elapsed().as_nanos() as u64;
+                    self.show_counters();
                 }
                 let late = self.missing_acks(slot) & expired;
                 if late != 0 {
@@ -190,6 +191,14 @@ impl Publisher {
             .fold(0, |acc, (bit, _)| acc | (1 << bit))
     }
 
+    /// The counters, where monitoring reads them (D35).
+    fn show_counters(&self) {
+        let s = &self.stats;
+        self.registry
+            .headers
+            .set_counters(s.ack_waits, s.ack_wait_ns, s.ack_timeouts);
+    }
+
     /// Drops the subscribers `late` that still owe slot `slot`'s frame.
     fn drop_late(&mut self, slot: usize, late: u32) {
         let seq = self.slot_seqs[slot];
@@ -205,6 +214,7 @@ impl Publisher {
         for bit in (0..32).filter(|b| late & (1 << b) != 0) {
             if self.registry.remove(bit, None, Some(&notice)) {
                 self.stats.ack_timeouts += 1;
+                self.show_counters();
             }
         }
     }

@@ -135,7 +135,8 @@ pub struct SubscriberSlot {
     /// Name, zero-terminated, at most 31 bytes.
     pub consumer_name: [u8; 32],
     /// Extension (spec: reserved): `dropped` at 0x40 and `last_taken_seq` at
-    /// 0x48, written by the subscriber (D22, D25); the rest zero.
+    /// 0x48 (D22, D25); `received` 0x50, `copied` 0x58, `overwritten` 0x60
+    /// and the report's source 0x68 (D35); the rest zero.
     pub reserved: [u8; 64],
 }
 
@@ -184,8 +185,8 @@ pub struct SharedHeader {
     /// `ack_futex` (subscribers wake it only then).
     pub publisher_waiting: u32,
     /// Extension (rest of spec reserved_b): `busy_slots` (u64 at 0x0E0,
-    /// D33), written by the publisher in the copy only it can write; the
-    /// rest zero.
+    /// D33, sealed copy only); the publisher's `ack_waits` 0x0E8,
+    /// `ack_wait_ns` 0x0F0 and `ack_timeouts` 0x0F8 (D35).
     pub reserved_b: [u8; 32],
     /// Always 16 descriptors; `ring_size` are live (D1).
     pub slots: [SlotDescriptor; MAX_RING_SIZE],
@@ -221,6 +222,13 @@ pub struct AckRecord {
     /// Zero.
     pub reserved: [u64; 9],
 }
+
+/// A subscriber record's counts were written by the subscriber itself
+/// (protocol v1, or nothing: 0).
+pub const REPORT_BY_SUBSCRIBER: u64 = 0;
+/// A subscriber record's counts were copied by the publisher from the
+/// subscriber's own ACK area, bounded by what it could have seen (D33, D35).
+pub const REPORT_FROM_ACK_AREA: u64 = 1;
 
 /// Bytes of an ACK area's memfd (a page; the record is at its start).
 pub const ACK_AREA_SIZE: usize = 4096;
@@ -483,6 +491,20 @@ pub(crate) mod offsets {
     /// Extension (D33): slots owed an ACK when the last frame was published
     /// (u64, the first word of the spec's `reserved_b` rest).
     pub const BUSY_SLOTS: usize = offset_of!(SharedHeader, reserved_b);
+    /// Extension (D35): the publisher's own counters, in both copies:
+    /// strict-wait publishes that waited, ns spent waiting, subscribers
+    /// dropped for their ACK timeout.
+    pub const PUB_ACK_WAITS: usize = offset_of!(SharedHeader, reserved_b) + 8;
+    pub const PUB_ACK_WAIT_NS: usize = offset_of!(SharedHeader, reserved_b) + 16;
+    pub const PUB_ACK_TIMEOUTS: usize = offset_of!(SharedHeader, reserved_b) + 24;
+    /// Extension (D35): more of a subscriber's report in its record (the
+    /// publisher copies them from its ACK area, D33): frames received,
+    /// copied, overwritten while leased, and who wrote the record's
+    /// counts (`REPORT_*`).
+    pub const SUB_RECEIVED: usize = offset_of!(SubscriberSlot, reserved) + 0x10;
+    pub const SUB_COPIED: usize = offset_of!(SubscriberSlot, reserved) + 0x18;
+    pub const SUB_OVERWRITTEN: usize = offset_of!(SubscriberSlot, reserved) + 0x20;
+    pub const SUB_REPORT: usize = offset_of!(SubscriberSlot, reserved) + 0x28;
 
     /// ACK area words (D33).
     pub const fn ack_released(slot: usize) -> usize {

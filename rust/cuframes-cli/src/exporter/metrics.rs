@@ -1,0 +1,327 @@
+//! Prometheus's text format (version 0.0.4) for every key on the machine,
+//! from the shared headers alone: nothing here connects a subscriber, so
+//! watching costs the streams nothing and cannot be dropped.
+//!
+//! Every figure is read from a header other processes write: subscriber
+//! names are escaped, counts a subscriber reports are labelled with who
+//! wrote them (`report`), and a header that does not validate is counted
+//! as an error, never trusted.
+
+use std::fmt::Write;
+
+use cuframes::inspect::{Inspection, SubscriberView};
+use cuframes::protocol::SUBSCRIBER_ACTIVE;
+use cuframes::{CudaShare, MemoryKind, Policy};
+
+/// One metric family: HELP, TYPE, and its samples.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<(String, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, labels: &[(&str, &str)], value: f64) {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+            .collect();
+        let text = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", labels.join(","))
+        };
+        self.samples.push((text, value));
+    }
+}
+
+/// A label value as the text format wants it: `\`, `"` and newlines
+/// escaped; other control characters (a hostile name) replaced.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn number(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else if v.is_finite() {
+        format!("{v}")
+    } else {
+        "NaN".into()
+    }
+}
+
+/// What the exporter knows besides the keys: its own scrape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScrapeStats {
+    /// Seconds the last scrape took.
+    pub seconds: f64,
+    /// Keys whose header could not be read or did not validate, ever.
+    pub errors_total: u64,
+}
+
+/// The page for `keys` (name and inspection, or why it could not be
+/// inspected).
+pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats) -> String {
+    let mut up = Family::new(
+        "cuframes_publisher_up",
+        "gauge",
+        "1 while a live process publishes the key",
+    );
+    let mut pid = Family::new(
+        "cuframes_publisher_pid",
+        "gauge",
+        "The publisher's pid, as its header says (its own PID namespace)",
+    );
+    let mut stale = Family::new(
+        "cuframes_key_stale",
+        "gauge",
+        "1 when the key's resources were left by a publisher that is gone (cuframes cleanup removes them)",
+    );
+    let mut info = Family::new(
+        "cuframes_stream_info",
+        "gauge",
+        "The stream's description, as labels (always 1)",
+    );
+    let mut published = Family::new("cuframes_frames_published_total", "counter", "Frames published");
+    let mut rate = Family::new(
+        "cuframes_frames_per_second",
+        "gauge",
+        "The publish rate of the frames still in the ring",
+    );
+    let mut nominal = Family::new(
+        "cuframes_nominal_frames_per_second",
+        "gauge",
+        "The frame rate the publisher advertises",
+    );
+    let mut age = Family::new(
+        "cuframes_last_publish_age_seconds",
+        "gauge",
+        "How long ago the newest frame in the ring was published",
+    );
+    let mut ring = Family::new("cuframes_ring_slots", "gauge", "Slots in the ring");
+    let mut subs = Family::new("cuframes_subscribers", "gauge", "Active subscribers");
+    let mut waits = Family::new(
+        "cuframes_slot_waits_total",
+        "counter",
+        "strict-wait publishes that waited for a slot",
+    );
+    let mut wait_s = Family::new(
+        "cuframes_slot_wait_seconds_total",
+        "counter",
+        "Time strict-wait publishes spent waiting for a slot",
+    );
+    let mut timeouts = Family::new(
+        "cuframes_subscribers_dropped_total",
+        "counter",
+        "Subscribers the publisher dropped, by reason",
+    );
+    let mut copied_key = Family::new(
+        "cuframes_frames_copied_total",
+        "counter",
+        "Frames subscribers took as private copies because the ring could not spare the slot (sum of their reports)",
+    );
+    let mut received = Family::new(
+        "cuframes_subscriber_frames_received_total",
+        "counter",
+        "Frames the subscriber received, as it reports them",
+    );
+    let mut lost = Family::new(
+        "cuframes_subscriber_frames_lost_total",
+        "counter",
+        "Frames the subscriber lost, by reason, as it reports them",
+    );
+    let mut copied = Family::new(
+        "cuframes_subscriber_frames_copied_total",
+        "counter",
+        "Frames the subscriber received as private copies, as it reports them",
+    );
+    let mut lag = Family::new(
+        "cuframes_subscriber_lag_frames",
+        "gauge",
+        "Frames published since the newest one the subscriber released",
+    );
+    let mut lag_s = Family::new(
+        "cuframes_subscriber_lag_seconds",
+        "gauge",
+        "The subscriber's lag at the current publish rate",
+    );
+    let mut ack_age = Family::new(
+        "cuframes_subscriber_last_ack_age_seconds",
+        "gauge",
+        "How long ago the subscriber last released a frame",
+    );
+    let mut errors = Family::new(
+        "cuframes_exporter_scrape_errors_total",
+        "counter",
+        "Keys whose shared header could not be read or did not validate",
+    );
+    let mut duration = Family::new(
+        "cuframes_exporter_scrape_duration_seconds",
+        "gauge",
+        "How long the last scrape took",
+    );
+    let mut count = Family::new(
+        "cuframes_exporter_keys",
+        "gauge",
+        "Keys found in /dev/shm and the runtime directories",
+    );
+    let now_ns = realtime_ns();
+    for (key, ins) in keys {
+        let k = key.as_str();
+        let Ok(ins) = ins else { continue };
+        let live = ins.status.live;
+        up.add(&[("key", k)], f64::from(u8::from(live)));
+        stale.add(&[("key", k)], f64::from(u8::from(!live)));
+        let (Some(h), Ok(stream)) = (&ins.header, &ins.info) else {
+            continue;
+        };
+        pid.add(&[("key", k)], h.producer_pid as f64);
+        let layout = &stream.layout;
+        let (w, hgt) = (layout.width().to_string(), layout.height().to_string());
+        let policy = Policy::from_wire(stream.policy).map_or("unknown", |p| p.name());
+        let memory = match stream.memory {
+            MemoryKind::Host => "host",
+            MemoryKind::Cuda => "cuda",
+        };
+        let share = match stream.cuda_share() {
+            Some(CudaShare::Fd) => "fd",
+            Some(CudaShare::Ipc) => "ipc",
+            None => "",
+        };
+        let format = layout.format().name();
+        info.add(
+            &[
+                ("key", k),
+                ("format", format),
+                ("width", &w),
+                ("height", &hgt),
+                ("memory", memory),
+                ("cuda_share", share),
+                ("policy", policy),
+            ],
+            1.0,
+        );
+        published.add(&[("key", k)], h.global_seq as f64);
+        let fps = ins.frame_rate();
+        if let Some(fps) = fps {
+            rate.add(&[("key", k)], fps);
+        }
+        if let Some((num, den)) = stream.fps {
+            nominal.add(&[("key", k)], f64::from(num) / f64::from(den));
+        }
+        if let Some(ns) = ins.newest_frame_age_ns() {
+            age.add(&[("key", k)], ns as f64 / 1e9);
+        }
+        ring.add(&[("key", k)], stream.ring_size as f64);
+        let active: Vec<SubscriberView> = ins
+            .subscribers()
+            .into_iter()
+            .filter(|s| s.state == SUBSCRIBER_ACTIVE)
+            .collect();
+        subs.add(&[("key", k)], active.len() as f64);
+        if let Some(c) = ins.publisher_counters() {
+            waits.add(&[("key", k)], c.ack_waits as f64);
+            wait_s.add(&[("key", k)], c.ack_wait_ns as f64 / 1e9);
+            timeouts.add(&[("key", k), ("reason", "ack_timeout")], c.ack_timeouts as f64);
+        }
+        copied_key.add(&[("key", k)], active.iter().map(|s| s.copied as f64).sum());
+        for s in &active {
+            let bit = s.bit.to_string();
+            let report = if s.report_from_ack_area {
+                "ack_area"
+            } else {
+                "subscriber"
+            };
+            let labels = [
+                ("key", k),
+                ("subscriber", s.name.as_str()),
+                ("bit", bit.as_str()),
+                ("report", report),
+            ];
+            received.add(&labels, s.received as f64);
+            copied.add(&labels, s.copied as f64);
+            let overwritten = s.overwritten.min(s.dropped);
+            let with_reason = |reason| {
+                [
+                    ("key", k),
+                    ("subscriber", s.name.as_str()),
+                    ("bit", bit.as_str()),
+                    ("report", report),
+                    ("reason", reason),
+                ]
+            };
+            lost.add(&with_reason("dropped"), (s.dropped - overwritten) as f64);
+            lost.add(&with_reason("overwritten"), overwritten as f64);
+            let behind = h.global_seq.saturating_sub(s.last_seen_seq);
+            lag.add(&labels, behind as f64);
+            if let Some(fps) = fps.filter(|f| *f > 0.0) {
+                lag_s.add(&labels, behind as f64 / fps);
+            }
+            if s.last_ack_ns > 0 {
+                ack_age.add(
+                    &labels,
+                    (now_ns.saturating_sub(s.last_ack_ns as u64)) as f64 / 1e9,
+                );
+            }
+        }
+    }
+    errors.add(&[], scrape.errors_total as f64);
+    duration.add(&[], scrape.seconds);
+    count.add(&[], keys.len() as f64);
+    let mut out = String::new();
+    for family in [
+        up, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts, copied_key,
+        received, lost, copied, lag, lag_s, ack_age, errors, duration, count,
+    ] {
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+        for (labels, value) in &family.samples {
+            let _ = writeln!(out, "{}{labels} {}", family.name, number(*value));
+        }
+    }
+    out
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_names_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd\u{7}"), "a\\\"b\\\\c\\nd?");
+    }
+
+    #[test]
+    fn an_empty_machine_still_says_what_it_is() {
+        let page = render(&[], ScrapeStats::default());
+        assert!(page.contains("# TYPE cuframes_publisher_up gauge"));
+        assert!(page.contains("cuframes_exporter_keys 0"));
+    }
+}

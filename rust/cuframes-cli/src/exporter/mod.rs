@@ -1,0 +1,120 @@
+//! `cuframes exporter`: Prometheus metrics for every key on the machine,
+//! served over HTTP (`/metrics`, and `/healthz` for the exporter itself) or
+//! written for node_exporter's textfile collector.
+
+mod metrics;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use cuframes::Result;
+
+use crate::args::ExporterArgs;
+use crate::bench::invalid;
+
+/// Reads every key's header: the page, and how many keys could not be read.
+fn scrape(runtime_dir: Option<&Path>, errors_total: &mut u64) -> String {
+    let started = Instant::now();
+    let keys: Vec<(String, std::result::Result<cuframes::inspect::Inspection, String>)> =
+        cuframes::list_keys(runtime_dir)
+            .into_iter()
+            .map(|key| {
+                let ins = cuframes::inspect::inspect(&key, runtime_dir).map_err(|e| e.to_string());
+                (key, ins)
+            })
+            .collect();
+    *errors_total += keys
+        .iter()
+        .filter(|(_, ins)| match ins {
+            Err(_) => true,
+            Ok(i) => i.status.has_shm && i.info.is_err(),
+        })
+        .count() as u64;
+    metrics::render(
+        &keys,
+        metrics::ScrapeStats {
+            seconds: started.elapsed().as_secs_f64(),
+            errors_total: *errors_total,
+        },
+    )
+}
+
+pub fn run(a: ExporterArgs) -> Result<ExitCode> {
+    let runtime_dir = a.runtime_dir.as_deref();
+    let mut errors_total = 0;
+    if a.once {
+        print!("{}", scrape(runtime_dir, &mut errors_total));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(path) = &a.textfile {
+        if a.interval_ms == 0 {
+            return Err(invalid("--interval-ms must be above 0"));
+        }
+        let stop = crate::signals::install();
+        while !stop.is_set() {
+            write_textfile(path, &scrape(runtime_dir, &mut errors_total))?;
+            let next = Instant::now() + Duration::from_millis(a.interval_ms);
+            while !stop.is_set() && Instant::now() < next {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let listener = TcpListener::bind(&a.listen)
+        .map_err(|e| cuframes::Error::io(format!("listening on {}", a.listen), &e))?;
+    eprintln!("cuframes exporter: serving http://{}/metrics", a.listen);
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        // One client at a time, each bounded: a stuck client costs the
+        // others at most these timeouts.
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+        let _ = answer(&mut conn, runtime_dir, &mut errors_total);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One HTTP/1.0-style exchange: GET /metrics or /healthz, then close.
+fn answer(conn: &mut TcpStream, runtime_dir: Option<&Path>, errors_total: &mut u64) -> std::io::Result<()> {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+        let n = conn.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        request.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&request);
+    let mut words = line.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, kind, body) = match (method, path) {
+        ("GET", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            scrape(runtime_dir, errors_total),
+        ),
+        ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".to_owned()),
+        ("GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".to_owned()),
+        _ => ("405 Method Not Allowed", "text/plain", "GET only\n".to_owned()),
+    };
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}
+
+/// Writes `page` to `path` whole: a temporary file beside it, renamed
+/// over it (node_exporter never reads half a file).
+fn write_textfile(path: &PathBuf, page: &str) -> Result<()> {
+    let tmp = path.with_extension("prom.tmp");
+    std::fs::write(&tmp, page)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| cuframes::Error::io(format!("writing {}", path.display()), &e))
+}

@@ -1,0 +1,376 @@
+//! `cuframes exporter` and `cuframes health` against real publishers and
+//! subscribers (host memory): figures that agree with what the library
+//! itself counts, the HTTP endpoint, hostile files and headers, and scrapes
+//! while publishers come and go. (A real Prometheus server scrapes it in
+//! `scripts/test-monitoring.sh`.)
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::*;
+use cuframes::{
+    MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Subscriber, SubscriberConfig, pattern,
+};
+
+/// One sample: metric name, labels, value.
+type Sample = (String, BTreeMap<String, String>, f64);
+
+/// Parses Prometheus's text format strictly enough to catch a malformed
+/// page: every non-comment line is `name{labels} value`.
+fn parse(page: &str) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    for line in page.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("no value: {line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value: {line:?}"));
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_owned(), BTreeMap::new()),
+            Some((name, rest)) => {
+                let body = rest
+                    .strip_suffix('}')
+                    .unwrap_or_else(|| panic!("unclosed labels: {line:?}"));
+                let mut labels = BTreeMap::new();
+                let mut chars = body.chars().peekable();
+                while chars.peek().is_some() {
+                    let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+                    assert_eq!(chars.next(), Some('"'), "{line:?}");
+                    let mut value = String::new();
+                    while let Some(c) = chars.next() {
+                        match c {
+                            '\\' => value.push(chars.next().expect("escape")),
+                            '"' => break,
+                            c => value.push(c),
+                        }
+                    }
+                    labels.insert(key, value);
+                    if chars.peek() == Some(&',') {
+                        chars.next();
+                    }
+                }
+                (name.to_owned(), labels)
+            }
+        };
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "metric name {name:?}"
+        );
+        samples.push((name, labels, value));
+    }
+    samples
+}
+
+/// The value of `name` for `key` (and `subscriber`, when given).
+fn value(samples: &[Sample], name: &str, key: &str, subscriber: Option<&str>) -> Option<f64> {
+    samples
+        .iter()
+        .find(|(n, l, _)| {
+            n == name
+                && l.get("key").map(String::as_str) == Some(key)
+                && subscriber.is_none_or(|s| l.get("subscriber").map(String::as_str) == Some(s))
+        })
+        .map(|(_, _, v)| *v)
+}
+
+fn scrape(env: &TestEnv) -> Vec<Sample> {
+    let out = env.run(&["exporter", "--once"]);
+    out.assert_success();
+    parse(&out.stdout)
+}
+
+fn host_publisher(env: &TestEnv, key: &str, policy: Policy, ring: usize) -> Publisher {
+    let mut c = PublisherConfig::new(key, PixelFormat::Nv12, 64, 48);
+    c.memory = MemoryRequest::Host;
+    c.runtime_dir = Some(env.dir().to_owned());
+    c.policy = policy;
+    c.ring_size = ring;
+    c.fps = Some((25, 1));
+    Publisher::create(c).unwrap()
+}
+
+fn host_subscriber(env: &TestEnv, key: &str, name: &str) -> Subscriber {
+    let mut c = SubscriberConfig::new(key);
+    c.runtime_dir = Some(env.dir().to_owned());
+    c.name = name.into();
+    Subscriber::connect(c).unwrap()
+}
+
+fn publish(p: &mut Publisher) {
+    let layout = p.layout().clone();
+    let n = p.next_seq() - 1;
+    p.publish_with(n as i64, |planes| pattern::fill_frame(&layout, n, planes))
+        .unwrap();
+}
+
+/// What the exporter says of a key and its subscriber is what the
+/// publisher and the subscriber count themselves.
+#[test]
+fn figures_agree_with_the_library_counts() {
+    let env = TestEnv::new();
+    let key = env.key("ex-agree");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    let mut sub = host_subscriber(&env, &key, "reader");
+    for _ in 0..10 {
+        publish(&mut publisher);
+        sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
+    }
+    for _ in 0..6 {
+        publish(&mut publisher); // not read: the reader lags 6, 2 of them lapped
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(400)); // the publisher's copy of the report
+    let m = scrape(&env);
+    assert_eq!(value(&m, "cuframes_publisher_up", &key, None), Some(1.0));
+    assert_eq!(
+        value(&m, "cuframes_frames_published_total", &key, None),
+        Some(16.0)
+    );
+    assert_eq!(value(&m, "cuframes_ring_slots", &key, None), Some(4.0));
+    assert_eq!(value(&m, "cuframes_subscribers", &key, None), Some(1.0));
+    assert_eq!(
+        value(&m, "cuframes_nominal_frames_per_second", &key, None),
+        Some(25.0)
+    );
+    let fps = value(&m, "cuframes_frames_per_second", &key, None).expect("a rate from the ring");
+    assert!(fps > 50.0, "frames 2 ms apart: {fps}");
+    let got = |name| value(&m, name, &key, Some("reader"));
+    assert_eq!(
+        got("cuframes_subscriber_frames_received_total"),
+        Some(sub.stats().received as f64)
+    );
+    assert_eq!(got("cuframes_subscriber_lag_frames"), Some(6.0));
+    let info = m
+        .iter()
+        .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
+        .unwrap();
+    assert_eq!(
+        info.1["report"], "ack_area",
+        "the publisher's bounded copy of the report"
+    );
+    // Now the reader takes what is left: 2 lapped frames count as lost.
+    while sub.next(Some(Duration::from_millis(50))).is_ok() {}
+    publish(&mut publisher);
+    std::thread::sleep(Duration::from_millis(400));
+    let m = scrape(&env);
+    let lost: f64 = m
+        .iter()
+        .filter(|(n, l, _)| n == "cuframes_subscriber_frames_lost_total" && l.get("key") == Some(&key))
+        .map(|(_, _, v)| v)
+        .sum();
+    assert_eq!(lost, sub.stats().dropped as f64, "{:?}", sub.stats());
+    assert!(lost >= 2.0);
+    let stale = value(&m, "cuframes_key_stale", &key, None);
+    assert_eq!(stale, Some(0.0));
+}
+
+/// A strict-wait publisher's waits and the subscriber it dropped.
+#[test]
+fn waits_and_drops_are_counted() {
+    let env = TestEnv::new();
+    let key = env.key("ex-drops");
+    let mut c = PublisherConfig::new(&key, PixelFormat::Nv12, 64, 48);
+    c.memory = MemoryRequest::Host;
+    c.runtime_dir = Some(env.dir().to_owned());
+    c.policy = Policy::StrictWait;
+    c.ring_size = 2;
+    c.ack_timeout = Duration::from_millis(200);
+    c.startup_timeout = Duration::from_millis(200);
+    let mut publisher = Publisher::create(c).unwrap();
+    let mut stuck = host_subscriber(&env, &key, "stuck");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        publish(&mut publisher);
+        held.push(stuck.next(Some(Duration::from_secs(1))).unwrap());
+    }
+    publish(&mut publisher); // waits 200 ms, drops "stuck"
+    let m = scrape(&env);
+    assert_eq!(value(&m, "cuframes_slot_waits_total", &key, None), Some(1.0));
+    assert!(value(&m, "cuframes_slot_wait_seconds_total", &key, None).unwrap() >= 0.2);
+    assert_eq!(
+        value(&m, "cuframes_subscribers_dropped_total", &key, None),
+        Some(1.0)
+    );
+    assert_eq!(value(&m, "cuframes_subscribers", &key, None), Some(0.0));
+    drop(held);
+}
+
+/// `cuframes health`: 0 while a publisher publishes, 1 with a reason
+/// otherwise; with `--subscriber`, that subscriber's lag.
+#[test]
+fn health_says_why() {
+    let env = TestEnv::new();
+    let key = env.key("ex-health");
+    let out = env.run(&["health", &key]);
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    assert!(out.stdout.contains("no live publisher"), "{out}");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    let out = env.run(&["health", &key]);
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    assert!(out.stdout.contains("no frame yet"), "{out}");
+    let mut sub = host_subscriber(&env, &key, "watched");
+    publish(&mut publisher);
+    sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    env.run(&["health", &key, "--max-age", "5"]).assert_success();
+    env.run(&["health", &key, "--max-age", "5", "--subscriber", "watched"])
+        .assert_success();
+    let out = env.run(&["health", &key, "--max-age", "5", "--subscriber", "nobody"]);
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    for _ in 0..5 {
+        publish(&mut publisher);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let out = env.run(&[
+        "health",
+        &key,
+        "--max-age",
+        "5",
+        "--subscriber",
+        "watched",
+        "--max-lag",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    assert!(out.stdout.contains("5 frames behind"), "{out}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = env.run(&["health", &key, "--max-age", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    assert!(out.stdout.contains("last frame"), "{out}");
+    env.run(&["health", &key, "--max-age", "0"])
+        .assert_error(&["--max-age"]);
+}
+
+/// GET /metrics over HTTP, /healthz, and what else a client may send.
+#[test]
+fn the_http_endpoint_answers_and_refuses() {
+    let env = TestEnv::new();
+    let key = env.key("ex-http");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    publish(&mut publisher);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let exporter = env.spawn("exporter", &["exporter", "--listen", &listen]);
+    let get = |request: &str| -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut conn = loop {
+            match std::net::TcpStream::connect(&listen) {
+                Ok(c) => break c,
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("exporter not listening: {e}"),
+            }
+        };
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        conn.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = conn.read_to_string(&mut answer);
+        answer
+    };
+    let answer = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(answer.contains("text/plain; version=0.0.4"), "{answer}");
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    assert_eq!(
+        value(&parse(body), "cuframes_frames_published_total", &key, None),
+        Some(1.0)
+    );
+    assert!(get("GET /healthz HTTP/1.0\r\n\r\n").ends_with("ok\n"));
+    assert!(get("GET /nope HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(get("POST /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 405"));
+    assert!(get("\u{0}\u{1}garbage\r\n\r\n").starts_with("HTTP/1.1 405"));
+    // A client that connects and says nothing costs the others at most 2 s.
+    let _silent = std::net::TcpStream::connect(&listen).unwrap();
+    let started = Instant::now();
+    assert!(get("GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(exporter);
+}
+
+/// Files planted at cuframes' names and a header scribbled over never hang
+/// or crash the exporter; every page it writes parses.
+#[test]
+fn hostile_files_and_headers_are_survived() {
+    use std::os::unix::fs::FileExt;
+    let env = TestEnv::new();
+    let fifo = env.key("ex-fifo");
+    let junk = env.key("ex-junk");
+    let fifo_path = shm_path(&fifo);
+    nix::unistd::mkfifo(&fifo_path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    std::fs::write(shm_path(&junk), b"junk").unwrap();
+    let key = env.key("ex-scribbled");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    publish(&mut publisher);
+    let header = std::fs::OpenOptions::new()
+        .write(true)
+        .open(shm_path(&key))
+        .unwrap();
+    for (offset, value) in [
+        (0x20u64, 99u64),
+        (0x40, u64::MAX),
+        (0xD00 + 128 * 3, 2),
+        (0xD00 + 128 * 3 + 0x20, u64::MAX),
+    ] {
+        header.write_all_at(&value.to_le_bytes(), offset).unwrap();
+        let started = Instant::now();
+        let out = env.run(&["exporter", "--once"]);
+        out.assert_success();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        parse(&out.stdout);
+        assert!(!out.stdout.contains(&fifo), "the FIFO is no key: {out}");
+    }
+    let _ = std::fs::remove_file(&fifo_path);
+    let _ = std::fs::remove_file(shm_path(&junk));
+}
+
+/// Scrapes while publishers are created and destroyed: every page parses,
+/// and a key is either up with its stream described or not there as live.
+#[test]
+fn scrapes_during_start_up_and_shutdown_are_consistent() {
+    let env = TestEnv::new();
+    let keys: Vec<String> = (0..4).map(|n| env.key(&format!("ex-churn{n}"))).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, keys, dir) = (stop.clone(), keys.clone(), env.dir().to_owned());
+        std::thread::spawn(move || {
+            let mut rounds = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for key in &keys {
+                    let mut c = PublisherConfig::new(key, PixelFormat::Nv12, 64, 48);
+                    c.memory = MemoryRequest::Host;
+                    c.runtime_dir = Some(dir.clone());
+                    if let Ok(mut p) = Publisher::create(c) {
+                        publish(&mut p);
+                    }
+                }
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    for _ in 0..20 {
+        let m = scrape(&env);
+        for key in &keys {
+            if value(&m, "cuframes_publisher_up", key, None) == Some(1.0)
+                && value(&m, "cuframes_frames_published_total", key, None).is_some()
+            {
+                assert!(
+                    m.iter()
+                        .any(|(n, l, _)| n == "cuframes_stream_info" && l.get("key") == Some(key)),
+                    "{key} is described"
+                );
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(churn.join().unwrap() > 0);
+}
