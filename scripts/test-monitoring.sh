@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Monitoring with real parts: `cuframes exporter` beside host-memory
+# publishers and subscribers, scraped by a real Prometheus server (Debian's
+# prometheus package, installed when missing), and checked with PromQL:
+#
+# - promtool check metrics passes on the exporter's page;
+# - the publish rate, a keeping-up subscriber's lag, the loss of a subscriber
+#   that starts late under drop_oldest, and the drop of a stalled subscriber
+#   under strict_wait come out as expected;
+# - every expression of deploy/grafana/cuframes.json returns data;
+# - deploy/prometheus/alerts.yaml: promtool check rules and promtool test
+#   rules (alerts-test.yaml), and every rule loads into the server.
+#
+# Prints ok/FAILED per check and "Monitoring: N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+passed=0 failed=0 skipped=0
+ok() { echo "ok: $*"; passed=$((passed + 1)); }
+bad() { echo "FAILED: $*"; failed=$((failed + 1)); }
+finish() {
+    echo "Monitoring: $passed passed, $failed failed, $skipped skipped"
+    [ "$failed" -eq 0 ]
+    exit
+}
+
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "== apt-get install prometheus"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null ||
+            { bad "installing Debian's prometheus package"; finish; }
+    else
+        echo "skipped: no prometheus/promtool here and no apt-get as root to install them"
+        skipped=1
+        finish
+    fi
+fi
+cargo build -q --locked -p cuframes-cli || { bad "building cuframes"; finish; }
+cuframes=$PWD/target/debug/cuframes
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-monitoring.XXXXXX")
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+export CUFRAMES_RUNTIME_DIR=$work/rt
+mkdir -p "$CUFRAMES_RUNTIME_DIR"
+tag=m$$
+bg() { "$@" >"$work/$(basename "$1").$RANDOM.log" 2>&1 & pids+=($!); }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# The streams: a steady one, one a late subscriber loses frames on, one
+# whose subscriber holds more than the ring and is dropped.
+bg "$cuframes" publish "$tag-fast" --memory host --size 64x48 --fps 100 --frames 0
+bg "$cuframes" publish "$tag-lossy" --memory host --size 64x48 --fps 200 --frames 0 --ring 4 --policy drop-oldest
+bg "$cuframes" publish "$tag-strict" --memory host --size 64x48 --fps 100 --frames 0 --ring 2 \
+    --policy strict-wait --ack-timeout-ms 300 --startup-timeout-ms 300
+sleep 0.5
+bg "$cuframes" subscribe "$tag-fast" --frames 0 --name keeper --wait-ms 5000
+bg "$cuframes" subscribe "$tag-lossy" --frames 0 --name late --start-delay-ms 2000 --wait-ms 5000
+bg "$cuframes" subscribe "$tag-strict" --frames 0 --name stalled --hold 4 --wait-ms 5000
+
+exporter_port=$(free_port)
+bg "$cuframes" exporter --listen "127.0.0.1:$exporter_port"
+prom_port=$(free_port)
+cat >"$work/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $PWD/deploy/prometheus/alerts.yaml
+scrape_configs:
+  - job_name: cuframes
+    static_configs:
+      - targets: ["127.0.0.1:$exporter_port"]
+EOF
+bg prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+    --web.listen-address="127.0.0.1:$prom_port"
+
+# The exporter's page, as promtool lints it.
+sleep 3
+page=$work/metrics.prom
+if python3 - "$exporter_port" "$page" <<'PY'
+import sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10) as r:
+    open(sys.argv[2], "wb").write(r.read())
+PY
+then
+    if promtool check metrics <"$page"; then ok "promtool check metrics"; else bad "promtool check metrics"; fi
+else
+    bad "GET /metrics from the exporter"
+fi
+if promtool check rules deploy/prometheus/alerts.yaml >/dev/null; then ok "promtool check rules"; else bad "promtool check rules"; fi
+if (cd deploy/prometheus && promtool test rules alerts-test.yaml >/dev/null); then
+    ok "promtool test rules (every alert fires on its fixture)"
+else
+    bad "promtool test rules"
+fi
+
+# Let Prometheus gather a dozen seconds, then ask it.
+sleep 12
+python3 - "$prom_port" "$tag" deploy/grafana/cuframes.json >"$work/queries.log" 2>&1 <<'PY'
+import json, sys, urllib.parse, urllib.request
+port, tag, dashboard = sys.argv[1], sys.argv[2], sys.argv[3]
+def query(expr):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+def scalar(expr):
+    result = query(expr)
+    return float(result[0]["value"][1]) if result else None
+checks = [
+    ("publish rate of a 100 fps stream, rate() over 10 s", f'rate(cuframes_frames_published_total{{key="{tag}-fast"}}[10s])', lambda v: v is not None and 60 <= v <= 140),
+    ("the ring's own frame rate", f'cuframes_frames_per_second{{key="{tag}-fast"}}', lambda v: v is not None and 60 <= v <= 140),
+    ("a keeping-up subscriber's lag", f'max_over_time(cuframes_subscriber_lag_frames{{key="{tag}-fast",subscriber="keeper"}}[5s])', lambda v: v is not None and v <= 8),
+    ("a late subscriber's loss under drop_oldest (about 2 s at 200 fps)", f'sum(cuframes_subscriber_frames_lost_total{{key="{tag}-lossy",subscriber="late"}})', lambda v: v is not None and v >= 150),
+    ("the stalled subscriber dropped under strict_wait", f'max(cuframes_subscribers_dropped_total{{key="{tag}-strict",reason="ack_timeout"}})', lambda v: v is not None and v >= 1),
+    ("strict_wait's waits counted", f'max(cuframes_slot_waits_total{{key="{tag}-strict"}})', lambda v: v is not None and v >= 1),
+    ("publishers up", f'count(cuframes_publisher_up{{key=~"{tag}-.*"}} == 1)', lambda v: v == 3),
+]
+failed = 0
+for what, expr, good in checks:
+    v = scalar(expr)
+    if good(v):
+        print(f"ok: {what}: {v}")
+    else:
+        print(f"FAILED: {what}: {expr} = {v}")
+        failed += 1
+exprs = [t["expr"] for p in json.load(open(dashboard))["panels"] for t in p["targets"]]
+for expr in exprs:
+    live = expr.replace('"$key"', '".*"')
+    if query(live):
+        print(f"ok: dashboard expression returns data: {expr}")
+    else:
+        print(f"FAILED: dashboard expression returns nothing: {expr}")
+        failed += 1
+with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=10) as r:
+    rules = [rule for g in json.load(r)["data"]["groups"] for rule in g["rules"]]
+bad_rules = [r["name"] for r in rules if r.get("health") not in ("ok", "unknown")]
+if len(rules) == 7 and not bad_rules:
+    print(f"ok: the server loads the {len(rules)} alert rules")
+else:
+    print(f"FAILED: alert rules loaded: {len(rules)}, unhealthy: {bad_rules}")
+    failed += 1
+sys.exit(1 if failed else 0)
+PY
+status=$?
+cat "$work/queries.log"
+passed=$((passed + $(grep -c '^ok: ' "$work/queries.log")))
+failed=$((failed + $(grep -c '^FAILED: ' "$work/queries.log")))
+if [ "$status" -ne 0 ] && ! grep -q '^FAILED: ' "$work/queries.log"; then
+    bad "the PromQL checks did not run to the end"
+fi
+finish
