@@ -141,6 +141,8 @@ def pod_specs(doc):
 
 def policy_problems(docs, claim_templates):
     problems = []
+    shared_claims = {(d.get("metadata") or {}).get("name") for d in docs if d.get("kind") == "ResourceClaim"}
+    node_dirs = set()
     for doc in docs:
         for path, key, value in walk(doc):
             if key in FORBIDDEN and value:
@@ -153,6 +155,9 @@ def policy_problems(docs, claim_templates):
                 t = c.get("resourceClaimTemplateName")
                 if t and t not in claim_templates:
                     problems.append(f"{who}: resourceClaims {c.get('name')}: no ResourceClaimTemplate {t!r} in these files")
+                n = c.get("resourceClaimName")
+                if n and n not in shared_claims:
+                    problems.append(f"{who}: resourceClaims {c.get('name')}: no ResourceClaim {n!r} in these files")
             sc = spec.get("securityContext") or {}
             if sc.get("runAsNonRoot") is not True or sc.get("runAsUser", 0) == 0:
                 problems.append(f"{who}: securityContext must set runAsNonRoot: true and a non-zero runAsUser")
@@ -171,10 +176,16 @@ def policy_problems(docs, claim_templates):
                     problems.append(f"{cname}: nothing mounted on {RUN_DIR}")
                 for m in run:
                     run_volumes.add(m.get("name"))
-                    if "emptyDir" not in (volumes.get(m.get("name")) or {}):
-                        problems.append(f"{cname}: {RUN_DIR} is not an emptyDir")
+                    vol = volumes.get(m.get("name")) or {}
+                    # A Pod's own emptyDir, or (separate Pods on one node) the node's
+                    # directory, which must exist: a hostPath of type Directory.
+                    node_dir = (vol.get("hostPath") or {}).get("type") == "Directory"
+                    if "emptyDir" not in vol and not node_dir:
+                        problems.append(f"{cname}: {RUN_DIR} is neither an emptyDir nor a hostPath of type Directory")
+                # The exporter reads headers only: no GPU for it.
+                exporter = c.get("name") == "exporter"
                 env = {e.get("name"): e.get("value") for e in c.get("env") or []}
-                if env.get("NVIDIA_DRIVER_CAPABILITIES") != CAPS:
+                if not exporter and env.get("NVIDIA_DRIVER_CAPABILITIES") != CAPS:
                     problems.append(f"{cname}: env NVIDIA_DRIVER_CAPABILITIES is not {CAPS}")
                 res = c.get("resources") or {}
                 used = [x.get("name") for x in res.get("claims") or []]
@@ -182,15 +193,19 @@ def policy_problems(docs, claim_templates):
                     if u not in claims:
                         problems.append(f"{cname}: resources.claims {u!r} is not in spec.resourceClaims")
                 gpu_claims.update(used)
-                if "nvidia.com/gpu" not in (res.get("limits") or {}) and not used:
+                if not exporter and "nvidia.com/gpu" not in (res.get("limits") or {}) and not used:
                     problems.append(f"{cname}: no GPU (neither a nvidia.com/gpu limit nor a resource claim)")
                 csc = c.get("securityContext") or {}
                 if csc.get("privileged") or csc.get("runAsUser") == 0 or csc.get("allowPrivilegeEscalation", True):
                     problems.append(f"{cname}: privileged, root, or allowPrivilegeEscalation not false")
             if len(run_volumes) > 1:
                 problems.append(f"{who}: containers mount different volumes on {RUN_DIR}: {sorted(run_volumes)}")
+            node_dirs.update((volumes.get(v) or {}).get("hostPath", {}).get("path") for v in run_volumes
+                             if "hostPath" in (volumes.get(v) or {}))
             if len(gpu_claims) > 1:
                 problems.append(f"{who}: containers use different resource claims (not the same GPU): {sorted(gpu_claims)}")
+    if len(node_dirs) > 1:
+        problems.append(f"the Pods of one file use different node directories: {sorted(node_dirs)}")
     return problems
 
 

@@ -805,6 +805,55 @@ print("forged", rounds, "rounds")
         }
     }
 
+    /// In a directory every user may write (sticky, like /tmp), a socket
+    /// another user bound first under a key's name is not taken for its
+    /// publisher.
+    #[test]
+    #[ignore = "needs root, setpriv and python3: run by scripts/test-rust.sh as root"]
+    fn a_socket_another_user_bound_in_a_shared_directory_is_refused() {
+        require_root();
+        let base = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = base.path().join("shared");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let key = unique_key("impostor");
+        let sock = dir.join(format!("{key}.sock"));
+        let mut impostor = Command::new("setpriv")
+            .arg(format!("--reuid={NOBODY}"))
+            .arg(format!("--regid={NOBODY}"))
+            .arg("--clear-groups")
+            .args([
+                "/usr/bin/python3",
+                "-c",
+                "import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); print('listening', flush=True); time.sleep(30)",
+            ])
+            .arg(&sock)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv and python3");
+        let said = started_listening(&mut impostor);
+        assert!(said.contains("listening"), "{said}");
+        let mut c = subscriber_config(&key, &dir, "victim");
+        c.connect_timeout = Duration::from_secs(2);
+        let err = Subscriber::connect(c).map(|_| ()).unwrap_err();
+        let _ = impostor.kill();
+        let _ = impostor.wait();
+        assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+        assert!(err.to_string().contains("every user may write"), "{err}");
+    }
+
+    fn started_listening(child: &mut std::process::Child) -> String {
+        use std::io::BufRead;
+        let out = child.stdout.take().expect("piped");
+        within(Duration::from_secs(10), move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+            line
+        })
+        .unwrap_or_default()
+    }
+
     /// Another user's file or a device node at any of a key's names is
     /// refused at once and left alone.
     #[test]

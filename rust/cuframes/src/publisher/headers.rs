@@ -104,12 +104,13 @@ impl Headers {
         }
     }
 
-    /// Word `word` (an `offsets::SUB_*`) of subscriber record `bit`, in the
-    /// named header (the tools' and v1's; nobody reads records of the
-    /// sealed copy).
-    pub(crate) fn store_named_subscriber_word(&self, bit: usize, word: usize, value: u64) {
-        self.named
-            .store_bytes(ShmHeader::subscriber_offset(bit) + word, &value.to_le_bytes());
+    /// Word `word` (an `offsets::SUB_*`) of subscriber record `bit`, in
+    /// both: tools read the named one, or the sealed one where /dev/shm is
+    /// another container's (it comes over the socket).
+    pub(crate) fn store_subscriber_word(&self, bit: usize, word: usize, value: u64) {
+        for h in self.both() {
+            h.store_bytes(ShmHeader::subscriber_offset(bit) + word, &value.to_le_bytes());
+        }
     }
 
     /// The publisher's counters (D35), in both.

@@ -236,7 +236,7 @@ impl Registry {
     }
 
     /// Copies what each subscriber with an ACK area reports of itself into
-    /// its record in the named header, where `cuframes inspect`, `top` and
+    /// its record in both headers, where `cuframes inspect`, `top` and
     /// monitoring read it (and protocol v1 puts it), bounded by what it
     /// could have seen: no seq past the last published, no more frames
     /// lost than were published since it joined. Called with each publish
@@ -266,7 +266,7 @@ impl Registry {
                 (offsets::SUB_OVERWRITTEN, r.overwritten.min(lost)),
                 (offsets::SUB_REPORT, REPORT_FROM_ACK_AREA),
             ] {
-                self.headers.store_named_subscriber_word(bit, word, value);
+                self.headers.store_subscriber_word(bit, word, value);
             }
         }
     }

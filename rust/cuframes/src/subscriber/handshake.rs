@@ -338,8 +338,9 @@ pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Re
 
 /// Refuses a listener that need not be the key's publisher: one whose
 /// socket file is not its own, or, in a directory every user may write
-/// (sticky, like /tmp), one of a user other than ours, root or the
-/// directory's owner — anyone could have bound that name first (D34).
+/// (sticky, like /tmp, or a container volume), one of a user other than
+/// ours, root or the directory's owner that did not give its socket to a
+/// group of ours — anyone could have taken the name first (D34).
 fn trusted_listener(paths: &KeyPaths, listener_uid: u32) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let socket = crate::platform::names::lstat(&paths.socket)?.ok_or_else(|| {
@@ -361,7 +362,10 @@ fn trusted_listener(paths: &KeyPaths, listener_uid: u32) -> Result<()> {
     let dir =
         std::fs::metadata(&paths.dir).map_err(|e| Error::io(format!("stat {}", paths.dir.display()), &e))?;
     let me = nix::unistd::geteuid().as_raw();
-    if dir.mode() & 0o002 != 0 && ![me, 0, dir.uid()].contains(&listener_uid) {
+    // A publisher that admits a group of ours gave its socket to that group
+    // (0660): only a member of the group can do that (chgrp).
+    let our_group = socket.mode() & 0o060 == 0o060 && in_our_groups(socket.gid());
+    if dir.mode() & 0o002 != 0 && ![me, 0, dir.uid()].contains(&listener_uid) && !our_group {
         return Err(Error::new(
             ErrorKind::Permission,
             format!(
@@ -372,6 +376,12 @@ fn trusted_listener(paths: &KeyPaths, listener_uid: u32) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether `gid` is this process's group or one of its supplementary ones.
+fn in_our_groups(gid: u32) -> bool {
+    nix::unistd::getegid().as_raw() == gid
+        || nix::unistd::getgroups().is_ok_and(|groups| groups.iter().any(|g| g.as_raw() == gid))
 }
 
 /// HELLO_REQ asking for the early descriptors, HELLO_RESP (a refusal as an
