@@ -248,7 +248,9 @@ def compose_policy(doc):
         for key in ("pid", "ipc"):
             if key in svc:
                 problems.append(f"service {name}: {key}: {svc[key]!r} (only the volume and the GPU are shared)")
-        if svc.get("network_mode") != "none":
+        # The exporter is scraped over the network and reads headers only.
+        exporter = name == "exporter"
+        if not exporter and svc.get("network_mode") != "none":
             problems.append(f"service {name}: network_mode is {svc.get('network_mode')!r}, not none")
         targets = []
         for v in svc.get("volumes") or []:
@@ -260,7 +262,7 @@ def compose_policy(doc):
         if RUN_DIR not in targets:
             problems.append(f"service {name}: no volume on {RUN_DIR}")
         devices = (((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
-        if not any(d.get("driver") == "nvidia" for d in devices):
+        if not exporter and not any(d.get("driver") == "nvidia" for d in devices):
             problems.append(f"service {name}: no NVIDIA GPU reservation")
     return problems
 
@@ -277,7 +279,7 @@ def check_compose_file(path, label=None, expect_ok=True):
     except (AttributeError, TypeError, KeyError) as e:
         problems = [f"cannot check the sharing rules: {type(e).__name__}: {e}"]
     if expect_ok:
-        report(not problems, f"{label}: no pid:/ipc:, network_mode none, {RUN_DIR} volume and GPU in every service", problems)
+        report(not problems, f"{label}: no pid:/ipc:, network_mode none, {RUN_DIR} volume and GPU in every service (the exporter: no GPU, a network)", problems)
     return ok_schema, not problems
 
 
@@ -339,11 +341,27 @@ with tempfile.TemporaryDirectory(prefix="cuframes-manifests-") as tmp:
         ok_schema, ok_policy = check_k8s_file(path, load_all(path), templates, expect_ok=False)
         negative("a Pod with hostPID: true (schema-valid)", "the sharing check", ok_schema and not ok_policy)
 
+    cluster = next((docs for docs in k8s.values() if any(d.get("kind") == "ResourceClaim" for d in docs)), None)
+    if cluster is None:
+        report(False, "negative checks: no manifest with a shared ResourceClaim to break")
+    else:
+        docs = copy.deepcopy(cluster)
+        first_pod(docs)["spec"]["resourceClaims"][0]["resourceClaimName"] = "no-such-claim"
+        path = write("claim-name.yaml", yaml.safe_dump_all(docs))
+        ok_schema, ok_policy = check_k8s_file(path, load_all(path), templates, expect_ok=False)
+        negative("a Pod naming a ResourceClaim not in the file", "the sharing check", ok_schema and not ok_policy)
+
+        docs = copy.deepcopy(cluster)
+        first_pod(docs)["spec"]["volumes"][0]["hostPath"]["path"] = "/run/elsewhere"
+        path = write("node-dirs.yaml", yaml.safe_dump_all(docs))
+        ok_schema, ok_policy = check_k8s_file(path, load_all(path), templates, expect_ok=False)
+        negative("Pods of one file on different node directories", "the sharing check", ok_schema and not ok_policy)
+
     if compose_files:
         with open(compose_files[0]) as f:
             doc = yaml.safe_load(f)
         bad = copy.deepcopy(doc)
-        first, name = list(bad["services"])[0], list(bad["services"])[-1]
+        first, name = list(bad["services"])[0], [n for n in bad["services"] if n != "exporter"][-1]
         bad["services"][name]["pid"] = "service:" + first
         path = write("compose-pid.yaml", yaml.safe_dump(bad))
         ok_schema, ok_policy = check_compose_file(path, expect_ok=False)

@@ -6,6 +6,10 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "cuframes", version, about, long_about = None)]
 pub struct Cli {
+    /// How messages on standard error are written: text, or one JSON object
+    /// per line (time, level, key, event, message, fields) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = crate::logline::LogFormat::Text)]
+    pub log_format: crate::logline::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }

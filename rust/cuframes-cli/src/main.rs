@@ -5,6 +5,7 @@ mod bench;
 mod exporter;
 mod health;
 mod inspect;
+mod logline;
 mod publish;
 mod report;
 mod signals;
@@ -19,6 +20,7 @@ use args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    logline::init(cli.log_format);
     let result = match cli.command {
         Command::Publish(a) => publish::run(a),
         Command::Subscribe(a) => subscribe::run(a),
@@ -34,7 +36,13 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cuframes: error: {e}");
+            logline::event(
+                logline::Level::Error,
+                None,
+                "error",
+                &e.to_string(),
+                serde_json::json!({"kind": format!("{:?}", e.kind())}),
+            );
             ExitCode::FAILURE
         }
     }

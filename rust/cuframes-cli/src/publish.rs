@@ -98,26 +98,38 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
         Some(device) => format!("{memory_note} on CUDA device {device}"),
         None => memory_note,
     };
-    let say = |text: String| {
+    let say = |event: &str, text: String, fields: serde_json::Value| {
         if !a.quiet {
-            eprintln!("cuframes: {text}");
+            crate::logline::event(crate::logline::Level::Info, Some(&a.key), event, &text, fields);
         }
     };
-    say(format!(
-        "publishing '{}': {format} {width}x{height}, {} fps, ring {}, {}, {memory_note} (socket {})",
-        a.key,
-        if a.fps > 0.0 {
-            a.fps.to_string()
-        } else {
-            "unthrottled".into()
-        },
-        a.ring,
-        publisher.policy().name(),
-        publisher.paths().socket.display()
-    ));
+    say(
+        "publishing",
+        format!(
+            "publishing '{}': {format} {width}x{height}, {} fps, ring {}, {}, {memory_note} (socket {})",
+            a.key,
+            if a.fps > 0.0 {
+                a.fps.to_string()
+            } else {
+                "unthrottled".into()
+            },
+            a.ring,
+            publisher.policy().name(),
+            publisher.paths().socket.display()
+        ),
+        serde_json::json!({
+            "format": format.to_string(), "width": width, "height": height, "fps": a.fps,
+            "ring": a.ring, "policy": publisher.policy().name(), "memory": memory_note,
+            "socket": publisher.paths().socket.display().to_string(),
+        }),
+    );
 
     if a.wait_subscribers > 0 {
-        say(format!("waiting for {} subscriber(s)", a.wait_subscribers));
+        say(
+            "waiting_for_subscribers",
+            format!("waiting for {} subscriber(s)", a.wait_subscribers),
+            serde_json::json!({"subscribers": a.wait_subscribers}),
+        );
         let deadline = Instant::now() + Duration::from_millis(a.wait_timeout_ms);
         loop {
             match publisher.wait_for_subscribers(a.wait_subscribers, Duration::from_millis(50)) {
@@ -198,12 +210,19 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let stats = publisher.stats();
-    say(format!(
-        "published {index} frames in {elapsed:.2} s ({:.1} fps); {} subscriber(s) at the end; {} dropped for ACK timeout",
-        index as f64 / elapsed.max(1e-9),
-        publisher.subscriber_count(),
-        stats.ack_timeouts
-    ));
+    say(
+        "published",
+        format!(
+            "published {index} frames in {elapsed:.2} s ({:.1} fps); {} subscriber(s) at the end; {} dropped for ACK timeout",
+            index as f64 / elapsed.max(1e-9),
+            publisher.subscriber_count(),
+            stats.ack_timeouts
+        ),
+        serde_json::json!({
+            "frames": index, "seconds": elapsed, "subscribers": publisher.subscriber_count(),
+            "ack_timeouts": stats.ack_timeouts, "ack_waits": stats.ack_waits,
+        }),
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -66,15 +66,24 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         let shared = info
             .cuda_share()
             .map_or(String::new(), |share| format!(" shared as {}", share.name()));
-        eprintln!(
-            "cuframes: subscribed to '{}' as bit {}: {} {}x{}, ring {}, {} memory{shared}{peer}",
-            a.key,
-            sub.bit(),
-            layout.format(),
-            layout.width(),
-            layout.height(),
-            info.ring_size,
-            info.memory.name()
+        crate::logline::event(
+            crate::logline::Level::Info,
+            Some(&a.key),
+            "subscribed",
+            &format!(
+                "subscribed to '{}' as bit {}: {} {}x{}, ring {}, {} memory{shared}{peer}",
+                a.key,
+                sub.bit(),
+                layout.format(),
+                layout.width(),
+                layout.height(),
+                info.ring_size,
+                info.memory.name()
+            ),
+            serde_json::json!({
+                "bit": sub.bit(), "format": layout.format().to_string(), "width": layout.width(),
+                "height": layout.height(), "ring": info.ring_size, "memory": info.memory.name(),
+            }),
         );
     }
 
@@ -136,9 +145,15 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
             } else {
                 mismatched += 1;
                 if mismatched <= 3 {
-                    eprintln!(
-                        "cuframes: frame seq {} does not match the pattern of frame {frame}",
-                        lease.seq()
+                    crate::logline::event(
+                        crate::logline::Level::Warning,
+                        Some(&a.key),
+                        "mismatch",
+                        &format!(
+                            "frame seq {} does not match the pattern of frame {frame}",
+                            lease.seq()
+                        ),
+                        serde_json::json!({"seq": lease.seq(), "expected_frame": frame}),
                     );
                 }
             }

@@ -374,3 +374,67 @@ fn scrapes_during_start_up_and_shutdown_are_consistent() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(churn.join().unwrap() > 0);
 }
+
+/// `--log-format json`: every line on standard error is one JSON object
+/// with time, level, key, event, message and fields, the library's own
+/// warnings (here: a FIFO planted under a key's name) included.
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let env = TestEnv::new();
+    let key = env.key("ex-json");
+    let planted = env.key("ex-json-fifo");
+    nix::unistd::mkfifo(
+        &shm_path(&planted),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let published = env.run(&[
+        "--log-format",
+        "json",
+        "publish",
+        &key,
+        "--memory",
+        "host",
+        "--size",
+        "64x48",
+        "--fps",
+        "200",
+        "--frames",
+        "5",
+    ]);
+    let listed = env.run(&["--log-format", "json", "ls"]);
+    let failed = env.run(&["--log-format", "json", "subscribe", "no-such-key-here"]);
+    let _ = std::fs::remove_file(shm_path(&planted));
+    published.assert_success();
+    let mut events = Vec::new();
+    for out in [&published, &listed, &failed] {
+        for line in out.stderr_lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+            for field in ["time", "level", "key", "event", "message", "fields"] {
+                assert!(v.get(field).is_some(), "{field} missing: {line}");
+            }
+            assert!(v["time"].as_str().unwrap().ends_with('Z'), "{line}");
+            events.push((
+                v["event"].as_str().unwrap().to_owned(),
+                v["level"].as_str().unwrap().to_owned(),
+                v.clone(),
+            ));
+        }
+    }
+    let find = |event: &str| {
+        events
+            .iter()
+            .find(|(e, _, _)| e == event)
+            .unwrap_or_else(|| panic!("no {event}: {events:?}"))
+    };
+    assert_eq!(find("publishing").2["key"], key.as_str());
+    assert_eq!(find("published").2["fields"]["frames"], 5);
+    let warning = find("library");
+    assert_eq!(warning.1, "warning");
+    assert!(
+        warning.2["message"].as_str().unwrap().contains("FIFO"),
+        "{:?}",
+        warning.2
+    );
+    assert_eq!(find("error").2["fields"]["kind"], "NotFound");
+}
