@@ -62,7 +62,16 @@ for line in sys.stdin:
         grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux[^/]*)\.so' |
         xargs -r cp -L -t "$stage/ffmpeg/lib/"
     compgen -G "$stage/ffmpeg/lib/libx264.so.*" >/dev/null || { echo "gpu-test: libx264 not staged" >&2; exit 1; }
-    # HEVC clips (10/12-bit, 4:4:4, HDR10) our FFmpeg cannot make (no libx265).
+    # HEVC clips (10/12-bit, 4:4:4, HDR10) our FFmpeg cannot make (no libx265):
+    # Debian's ffmpeg makes them, installed here when missing (else the GPU format
+    # tests skip).
+    if ! ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libx265; then
+        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ffmpeg >/dev/null
+        else
+            echo "gpu-test: no ffmpeg with libx265 here (apt-get install ffmpeg): the GPU format tests will skip" >&2
+        fi
+    fi
     scripts/gpu/make-clips.sh "$stage/clips"
     du -sh "$stage"
 }
