@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
-use common::{EXIT_LIMIT, TestEnv, shm_path};
+use common::{EXIT_LIMIT, Proc, TestEnv, shm_path};
 use cuframes::protocol::{HelloResp, Message, TLV_HEADER_LEN, msg_type};
 use cuframes::{
     ErrorKind, MemoryRequest, PixelFormat, Publisher, PublisherConfig, Subscriber, SubscriberConfig,
@@ -255,4 +255,27 @@ fn cuda_device_needs_a_gpu() {
         .assert_error(&["CUDA is not available"]);
     let out = env.run(&["subscribe", &key, "--frames", "1", "--cuda-device", "nope"]);
     assert_eq!(out.code(), Some(2), "a usage error: {out}");
+}
+
+/// A process run with a test switch in its environment says so, once (D20).
+#[test]
+fn a_test_switch_is_announced() {
+    let env = TestEnv::new();
+    let key = env.key("switch");
+    let mut cmd = env.command(&[
+        "publish", &key, "--memory", "host", "--size", "64x48", "--frames", "2", "--fps", "100",
+    ]);
+    cmd.env("CUFRAMES_TEST_STALL_AT", "sub-connected:1");
+    let out = Proc::spawn("publish with a switch", cmd).wait(EXIT_LIMIT);
+    out.assert_success();
+    let said: Vec<&str> = out
+        .stderr_lines()
+        .into_iter()
+        .filter(|l| l.contains("is set: a test switch"))
+        .collect();
+    assert_eq!(said.len(), 1, "{out}");
+    assert!(
+        said[0].contains("CUFRAMES_TEST_STALL_AT=sub-connected:1"),
+        "{out}"
+    );
 }
