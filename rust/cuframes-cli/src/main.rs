@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod duration;
 mod inspect;
 mod publish;
 mod report;
