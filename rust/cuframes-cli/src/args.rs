@@ -39,6 +39,12 @@ pub enum Command {
     Bench(BenchArgs),
     /// Show every publisher live: frame rate, subscribers, lag and drops, read from shared memory.
     Top(TopArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    #[command(hide = true)]
+    Completions(CompletionsArgs),
+    /// Print the manual page, or write one page per command into a directory.
+    #[command(hide = true)]
+    Manpage(ManpageArgs),
     /// Internal: a subscriber process of `cuframes bench`.
     #[command(name = "__bench-worker", hide = true)]
     BenchWorker(BenchWorkerArgs),
@@ -233,6 +239,9 @@ pub enum TransportArg {
     #[value(name = "shm-copy")]
     ShmCopy,
 }
+
+/// Shells `cuframes completions` writes for.
+pub type ShellArg = clap_complete::Shell;
 
 // ---------------------------------------------------------------- legacy options
 
@@ -456,6 +465,20 @@ pub struct TopArgs {
     /// With --once, print a JSON array, one object per key.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to write the completion script for.
+    #[arg(value_enum)]
+    pub shell: ShellArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ManpageArgs {
+    /// Write cuframes.1 and one page per command (cuframes-publish.1, ...) into this directory instead of printing cuframes.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// What `cuframes bench` passes to each of its subscriber processes.

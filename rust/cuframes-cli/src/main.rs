@@ -4,6 +4,7 @@ mod args;
 mod bench;
 mod duration;
 mod inspect;
+mod manual;
 mod publish;
 mod report;
 mod signals;
@@ -26,6 +27,8 @@ fn main() -> ExitCode {
         Command::Cleanup(a) => inspect::cleanup(a),
         Command::Bench(a) => bench::run(a),
         Command::Top(a) => top::run(a),
+        Command::Completions(a) => manual::completions(a),
+        Command::Manpage(a) => manual::manpage(a),
         Command::BenchWorker(a) => bench::worker::run(a),
     };
     match result {

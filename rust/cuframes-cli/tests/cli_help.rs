@@ -1,5 +1,6 @@
 //! `cuframes --help` and every command's help: every choice is listed, with
-//! its default; every option has a help line; renamed options stay hidden.
+//! its default; every option has a help line; renamed options stay hidden;
+//! completions and manual pages come from the same definition.
 
 mod common;
 
@@ -109,7 +110,9 @@ fn top_level_help_lists_every_command() {
             "{command} missing: {out}"
         );
     }
-    assert!(!out.stdout.contains("__bench-worker"), "internal: {out}");
+    for hidden in ["__bench-worker", "completions", "manpage"] {
+        assert!(!out.stdout.contains(hidden), "{hidden} is internal: {out}");
+    }
 }
 
 #[test]
@@ -169,4 +172,84 @@ fn every_command_lists_its_choices_and_defaults() {
             "{command} {option}:\n{section}"
         );
     }
+}
+
+#[test]
+fn completions_and_manual_pages_come_from_the_same_definition() {
+    let env = TestEnv::new();
+    let bash = env.run(&["completions", "bash"]);
+    bash.assert_success();
+    for word in [
+        "_cuframes()",
+        "publish",
+        "subscribe",
+        "--policy",
+        "drop_oldest strict_wait",
+        "--wait-timeout",
+    ] {
+        assert!(bash.stdout.contains(word), "bash completion lacks {word}");
+    }
+    let zsh = env.run(&["completions", "zsh"]);
+    zsh.assert_success();
+    for word in ["#compdef cuframes", "drop_oldest", "strict_wait", "--cuda-share"] {
+        assert!(zsh.stdout.contains(word), "zsh completion lacks {word}");
+    }
+    for (shell, text) in [("bash", &bash.stdout), ("zsh", &zsh.stdout)] {
+        for hidden in [
+            "__bench-worker",
+            "manpage",
+            "completions",
+            "timeout-ms",
+            "wait-ms",
+        ] {
+            assert!(
+                !text.contains(hidden),
+                "{shell} completion offers hidden {hidden}"
+            );
+        }
+    }
+    env.run(&["completions", "tcsh"])
+        .assert_usage_error(&["[possible values: bash, elvish, fish, powershell, zsh]"]);
+    env.run(&["completions"]).assert_usage_error(&["<SHELL>"]);
+
+    let page = env.run(&["manpage"]);
+    page.assert_success();
+    assert!(
+        page.stdout.starts_with(".ie \\n(.g .ds Aq") || page.stdout.contains(".TH cuframes 1"),
+        "{page}"
+    );
+    assert!(
+        page.stdout.contains("cuframes\\-publish"),
+        "the page lists the commands"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    env.run(&["manpage", "--dir", dir.path().to_str().unwrap()])
+        .assert_success();
+    for name in [
+        "cuframes.1",
+        "cuframes-publish.1",
+        "cuframes-subscribe.1",
+        "cuframes-bench.1",
+        "cuframes-top.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains(".TH"), "{name}");
+    }
+    let pages: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        pages.len(),
+        8,
+        "one page per visible command, none for hidden ones: {pages:?}"
+    );
+    let publish = std::fs::read_to_string(dir.path().join("cuframes-publish.1")).unwrap();
+    assert!(
+        !publish.contains("timeout\\-ms"),
+        "hidden options stay out of the page"
+    );
+    assert!(publish.contains("drop_oldest"), "the page lists the choices");
+    env.run(&["manpage", "--dir", "/nonexistent/cuframes-man"])
+        .assert_error(&["--dir", "not a directory"]);
 }
