@@ -14,7 +14,9 @@
 #                               arguments of scripts/bench-host.sh (part host)
 #
 # The GPU machine has no Rust toolchain and no network, so everything it runs
-# is built and staged here.
+# is built and staged here. What $OUT holds after a run is its record: keep it in
+# bench/runs/<date><letter>/ with a README naming the commit and a row in the index,
+# bench/runs/README.md (what docs/gpu-validation.md and docs/benchmarks.md cite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/capabilities.sh
