@@ -70,6 +70,7 @@ ffmpeg_suite() {
 suite Rust "cargo test (scripts/test-rust.sh)" scripts/test-rust.sh
 suite C-API "C API tests (scripts/test-c.sh)" scripts/test-c.sh
 suite Python "Python bindings (scripts/test-python.sh)" scripts/test-python.sh
+suite Docs "Links in the README and docs, licences in the manifests (scripts/test-docs.sh)" scripts/test-docs.sh
 suite "ffmpeg tests" "FFmpeg end to end (scripts/build-ffmpeg.sh, tests/ffmpeg/run.sh)" ffmpeg_suite
 suite Manifests "Kubernetes and Compose manifests (scripts/test-manifests.sh)" scripts/test-manifests.sh
 suite Packages "The Debian packages: build, lintian, glibc floor, contents (scripts/test-packages.sh)" scripts/test-packages.sh
