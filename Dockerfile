@@ -36,9 +36,19 @@ RUN install -d /dist/cuframes/bin /dist/cuframes/lib /dist/ffmpeg/bin \
  && install -m 0755 /opt/ffmpeg/bin/ffmpeg /dist/ffmpeg/bin/ \
  && cp -P /opt/cuframes/lib/libcuframes.so* /dist/cuframes/lib/ \
  && strip --strip-all /dist/cuframes/bin/* /dist/ffmpeg/bin/* \
- && strip --strip-unneeded /dist/cuframes/lib/libcuframes.so.*.*.*
+ && strip --strip-unneeded /dist/cuframes/lib/libcuframes.so.*.*.* \
+ && install -D -m 0644 -t /dist/cuframes/share/doc/cuframes LICENSE-MIT LICENSE-APACHE
 
 FROM ${RUNTIME_IMAGE} AS runtime
+# What is in the image, under which licences: libcuframes and the cuframes command
+# are MIT OR Apache-2.0 (/opt/cuframes/share/doc/cuframes/); the ffmpeg built with the
+# patches links libx264 (--enable-gpl), so that binary is GPL-2.0-or-later (its text:
+# /usr/share/common-licenses/GPL-2; the FFmpeg patches alone are LGPL-2.1-or-later,
+# ffmpeg-patches/README.md). The Debian packages keep their own, in /usr/share/doc.
+LABEL org.opencontainers.image.title="cuframes" \
+      org.opencontainers.image.description="Zero-copy sharing of decoded GPU video frames between processes: the patched ffmpeg (cuframes muxer, input device, source filter), libcuframes and the cuframes command" \
+      org.opencontainers.image.source="https://github.com/cuframes/cuframes" \
+      org.opencontainers.image.licenses="(MIT OR Apache-2.0) AND GPL-2.0-or-later"
 # The libraries ffmpeg loads (scripts/build-ffmpeg.sh says why each): libx264, libsrt
 # on GnuTLS; GnuTLS and zlib are in the base image already (apt uses them). No CA
 # certificates (ca-certificates brings OpenSSL, 9 MB): FFmpeg does not verify TLS peers

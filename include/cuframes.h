@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * cuframes: zero-copy sharing of decoded video frames between processes.
  *

@@ -12,6 +12,11 @@ package that finds an installed libcuframes at run time.
 The wheel is tagged for this platform only (`py3-none-linux_<arch>`): the
 library is linked against this machine's glibc, so no manylinux tag is
 claimed. Python versions do not matter (ctypes, no extension module).
+`scripts/package-wheel.sh` makes the wheel users install: it builds the
+library against glibc 2.28 (cargo zigbuild), bundles it with
+CUFRAMES_WHEEL_LIBRARY, names the platform with
+`CUFRAMES_WHEEL_PLAT=manylinux_2_28_<arch>`, and has `auditwheel show`
+confirm the claim.
 """
 
 import glob
@@ -23,10 +28,10 @@ import sysconfig
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
-try:
-    from wheel.bdist_wheel import bdist_wheel
-except ImportError:  # pragma: no cover - setuptools >= 70 ships its own
+try:  # setuptools >= 70.1 (pyproject.toml asks for 77)
     from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # pragma: no cover
+    from wheel.bdist_wheel import bdist_wheel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -98,6 +103,11 @@ class PlatformWheel(bdist_wheel):
     def get_tag(self):
         if not _bundles():
             return super().get_tag()
+        plat = os.environ.get("CUFRAMES_WHEEL_PLAT")
+        if plat:
+            # Only a library built for it may claim it: package-wheel.sh
+            # checks the claim with `auditwheel show`.
+            return "py3", "none", plat
         return "py3", "none", sysconfig.get_platform().replace("-", "_").replace(".", "_")
 
 

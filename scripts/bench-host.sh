@@ -5,6 +5,8 @@
 #   scripts/bench-host.sh [options]              on the GPU machine (NVDEC, CUDA frames)
 #   scripts/bench-host.sh --memory host [...]    anywhere (CPU decode, host memory)
 #
+# A run's --out directory is its record: keep it in bench/runs/ (see the index there).
+#
 # Common runs (results in OUT/summary.md and OUT/runs.jsonl; a long clip and
 # --steady S end each run S seconds into its steady state instead of at the clip's end):
 #   scripts/bench-host.sh --streams 8,16 --consumers 1,2,3,4 --repeat 2          as fast as possible

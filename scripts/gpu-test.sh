@@ -14,7 +14,9 @@
 #                               arguments of scripts/bench-host.sh (part host)
 #
 # The GPU machine has no Rust toolchain and no network, so everything it runs
-# is built and staged here.
+# is built and staged here. What $OUT holds after a run is its record: keep it in
+# bench/runs/<date><letter>/ with a README naming the commit and a row in the index,
+# bench/runs/README.md (what docs/gpu-validation.md and docs/benchmarks.md cite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/capabilities.sh
@@ -46,6 +48,9 @@ for line in sys.stdin:
     cc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -I"$prefix/include" tests/c/test_cuda.c \
         -o "$stage/tests/test_cuda" "$prefix/lib/libcuframes.a" \
         $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --static --libs-only-l cuframes | sed 's/-lcuframes//')
+    # The manylinux wheel users install (scripts/package-wheel.sh): the Python CUDA
+    # tests run from it, with its own bundled library.
+    scripts/package-wheel.sh --out "$stage/wheel" >/dev/null
     # The copy counter injected into CUDA processes (no CUDA headers needed).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/crash_matrix" "$stage/tests/backends" \
@@ -169,7 +174,9 @@ run() {
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
         python) if [ -f scripts/gpu/python.sh ]; then
             part "Python CUDA tests" python.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0.2" \
-                CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/python.sh
+                CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
+                CUFRAMES_WHEEL="$(ls "$PWD/$stage"/wheel/cuframes-*.whl 2>/dev/null | head -n 1)" \
+                bash scripts/gpu/python.sh
         else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
         profile) part "Subscriber CPU profile" profile.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             bash scripts/gpu/profile-subscriber.sh ;;

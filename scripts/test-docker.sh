@@ -17,7 +17,18 @@
 #       direct decode of the same source;
 #    b. the publisher killed (docker kill) and restarted (docker start): the
 #       subscribers (-reconnect 1) follow it and get the new publisher's frames;
-#    c. a subscriber without the volume fails, in bounded time, with a clear message.
+#    c. a subscriber without the volume fails, in bounded time, with a clear message;
+#    the image's labels name its licences, and it carries the licence texts;
+# 5. the Debian packages (build/deb, made by scripts/package-deb.sh when missing)
+#    installed with apt into a clean container from the bookworm stand-in (gcc,
+#    libc6-dev and pkgconf beside them, nothing else of ours), then used there with no
+#    network:
+#    d. apt installs them, and the command, its completion and the library are where
+#       the packages put them;
+#    e. `cuframes publish` and `cuframes subscribe --verify` of the package: every
+#       frame verified;
+#    f. the C API tests (tests/c/test_capi.c, test_two_process.c) built with
+#       `pkg-config cuframes` against the package, shared and static, and run.
 #
 # Prints ok/FAILED for each check, how long each phase took, and
 # "docker tests: N passed, N failed, N skipped"; exits non-zero on a failure. Only
@@ -44,6 +55,12 @@ CHECK_BUILD="image build (Dockerfile, stand-in bases)"
 CHECK_FRAMES="a. publisher + 2 subscriber containers: frames exact"
 CHECK_RESTART="b. publisher killed, restarted: subscribers follow"
 CHECK_ISOLATED="c. subscriber without the volume: clear error"
+CHECK_LABELS="image labels and licence texts"
+CHECK_DEB_INSTALL="d. the .debs installed in a clean container"
+CHECK_DEB_CLI="e. publish | subscribe --verify from the .deb"
+CHECK_DEB_C="f. C tests built with pkg-config cuframes"
+LATER_CHECKS=("$CHECK_FRAMES" "$CHECK_RESTART" "$CHECK_ISOLATED" "$CHECK_LABELS"
+    "$CHECK_DEB_INSTALL" "$CHECK_DEB_CLI" "$CHECK_DEB_C")
 
 mkdir -p "$LOG_DIR"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-test-docker.XXXXXX")
@@ -78,7 +95,7 @@ summary() {
 skip_all() {
     local check
     say "skipping every check: $1"
-    for check in "$CHECK_BUILD" "$CHECK_FRAMES" "$CHECK_RESTART" "$CHECK_ISOLATED"; do
+    for check in "$CHECK_BUILD" "${LATER_CHECKS[@]}"; do
         skipped "$check" "($1)"
     done
     summary
@@ -173,9 +190,7 @@ export DOCKER_BUILDKIT=0
 phase=$SECONDS
 if ! standins=$(docker/standin/build.sh --log-dir "$LOG_DIR"); then
     result "$CHECK_BUILD" 0 "(the stand-in base images could not be built)"
-    skipped "$CHECK_FRAMES" "(no image)"
-    skipped "$CHECK_RESTART" "(no image)"
-    skipped "$CHECK_ISOLATED" "(no image)"
+    for check in "${LATER_CHECKS[@]}"; do skipped "$check" "(no image)"; done
     summary
     exit 1
 fi
@@ -197,9 +212,7 @@ build_image() {
 if ! build_image --target build -t "$IMAGE-build" || ! build_image -t "$IMAGE"; then
     show "$LOG_DIR/image-build.log"
     result "$CHECK_BUILD" 0 "($((SECONDS - phase)) s)"
-    skipped "$CHECK_FRAMES" "(no image)"
-    skipped "$CHECK_RESTART" "(no image)"
-    skipped "$CHECK_ISOLATED" "(no image)"
+    for check in "${LATER_CHECKS[@]}"; do skipped "$check" "(no image)"; done
     summary
     exit 1
 fi
@@ -389,9 +402,121 @@ check_isolated() {
     return 0
 }
 
+# The image says under which licences its parts are, and carries the texts.
+check_labels() {
+    local ok=1 licenses want="(MIT OR Apache-2.0) AND GPL-2.0-or-later"
+    licenses=$(docker image inspect -f '{{index .Config.Labels "org.opencontainers.image.licenses"}}' "$IMAGE")
+    [ "$licenses" = "$want" ] || { echo "  org.opencontainers.image.licenses is '$licenses', want '$want'"; ok=0; }
+    docker run --rm --network none "$IMAGE" sh -c \
+        'test -s /opt/cuframes/share/doc/cuframes/LICENSE-MIT && test -s /opt/cuframes/share/doc/cuframes/LICENSE-APACHE && test -s /usr/share/common-licenses/GPL-2' ||
+        { echo "  the licence texts are not in the image"; ok=0; }
+    result "$CHECK_LABELS" $ok "($licenses)"
+}
+
+# The script check_debs runs in the packages' container for its C check.
+C_TESTS_IN_CONTAINER='
+set -e
+cd /tmp
+version=$(pkg-config --modversion cuframes)
+flags="-std=c99 -Wall -Wextra -Werror -pedantic -DCUFRAMES_EXPECTED_VERSION=\"$version\""
+for t in test_capi test_two_process; do
+    cc $flags $(pkg-config --cflags cuframes) /src/$t.c -o $t $(pkg-config --libs cuframes)
+    readelf -d $t | grep -q "NEEDED.*\[libcuframes.so.0.2\]"
+    ./$t
+done
+# Static: the archive and the private libraries pkg-config names, no libcuframes.so.
+libdir=$(pkg-config --variable=libdir cuframes)
+private=$(pkg-config --static --libs cuframes | sed "s/-lcuframes//")
+cc $flags $(pkg-config --cflags cuframes) /src/test_capi.c -o test_capi-static "$libdir/libcuframes.a" $private
+! readelf -d test_capi-static | grep -q libcuframes
+./test_capi-static
+'
+
+# d-f. The .debs in a clean Debian container: installed by apt (at build time, with
+# the host's network), then used with none.
+check_debs() {
+    local d=$WORK/debs ok=1 t=$SECONDS image=$IMAGE-debs rc debs
+    mkdir -p "$d/context"
+    if ! ls build/deb/*.deb >/dev/null 2>&1; then
+        say "no build/deb/*.deb: scripts/package-deb.sh (log: $LOG_DIR/package-deb.log)…"
+        scripts/package-deb.sh >"$LOG_DIR/package-deb.log" 2>&1 || { show "$LOG_DIR/package-deb.log"; ok=0; }
+    fi
+    debs=$(cd build/deb 2>/dev/null && ls -- *.deb 2>/dev/null | tr '\n' ' ')
+    if [ $ok = 1 ] && [ -n "$debs" ]; then
+        cp build/deb/*.deb "$d/context/"
+        # The compiler first (a layer that stays cached), then only our packages.
+        cat >"$d/context/Dockerfile" <<EOF
+FROM $RUNTIME_IMAGE
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev pkgconf \\
+ && rm -rf /var/lib/apt/lists/*
+COPY *.deb /tmp/debs/
+RUN apt-get update && apt-get install -y --no-install-recommends /tmp/debs/*.deb \\
+ && rm -rf /var/lib/apt/lists/* /tmp/debs
+EOF
+        local replaced
+        replaced=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+        if ! docker build --network host -t "$image" "$d/context" >"$LOG_DIR/debs-build.log" 2>&1; then
+            show "$LOG_DIR/debs-build.log"
+            ok=0
+        elif [ -n "$replaced" ] && [ "$replaced" != "$(docker image inspect -f '{{.Id}}' "$image")" ]; then
+            docker rmi "$replaced" >/dev/null 2>&1 || true
+        fi
+    else
+        ok=0
+    fi
+    if [ $ok = 1 ]; then
+        docker run --rm --network none "$image" bash -c '
+            set -e
+            test "$(dpkg-query -W -f "\${Status}\n" libcuframes0.2 libcuframes-dev cuframes | grep -c "install ok installed")" = 3
+            test "$(command -v cuframes)" = /usr/bin/cuframes
+            cuframes --version
+            ldconfig -p | grep -Eq "libcuframes.so.0.2 .*=> (/usr)?/lib/"
+            source /usr/share/bash-completion/completions/cuframes && complete -p cuframes >/dev/null
+            test -s /usr/share/zsh/vendor-completions/_cuframes
+            pkg-config --modversion cuframes' >"$d/install.out" 2>"$d/install.err" || ok=0
+    fi
+    [ $ok = 1 ] || show "$d/install.out" "$d/install.err"
+    result "$CHECK_DEB_INSTALL" $ok "(${debs:-no packages}; $(head -n 1 "$d/install.out" 2>/dev/null); $((SECONDS - t)) s)"
+    if [ $ok != 1 ]; then
+        skipped "$CHECK_DEB_CLI" "(the packages are not installed)"
+        skipped "$CHECK_DEB_C" "(the packages are not installed)"
+        return 0
+    fi
+
+    local n=300 cli_ok=1 verified
+    t=$SECONDS
+    rc=0
+    timeout 120 docker run --rm --network none "$image" bash -c "
+        cuframes publish deb1 --memory host --size 320x240 --fps 0 --frames $n --policy strict_wait \
+            --wait-subscribers 1 --quiet &
+        cuframes subscribe deb1 --verify --frames 0 --wait-timeout 20s --json
+        wait \$!" >"$d/cli.out" 2>"$d/cli.err" || rc=$?
+    [ $rc = 0 ] || { echo "  exit $rc"; cli_ok=0; }
+    verified=$(tail -n 1 "$d/cli.out" | grep -o '"verified":[0-9]*' | cut -d: -f2)
+    [ "${verified:-0}" = $n ] || { echo "  verified ${verified:-none} of $n"; cli_ok=0; }
+    grep -q '"mismatched":0' "$d/cli.out" || cli_ok=0
+    [ $cli_ok = 1 ] || show "$d/cli.out" "$d/cli.err"
+    result "$CHECK_DEB_CLI" $cli_ok "($n of $n frames verified; $((SECONDS - t)) s)"
+
+    # The project's C tests, built the way a user builds against the package.
+    local c_ok=1 runs
+    t=$SECONDS
+    rc=0
+    timeout 300 docker run --rm --network none -v "$ROOT/tests/c:/src:ro" "$image" \
+        bash -c "$C_TESTS_IN_CONTAINER" >"$d/c.out" 2>"$d/c.err" || rc=$?
+    runs=$(grep -cE '^[0-9]+ passed, 0 failed, [0-9]+ skipped$' "$d/c.out" || true)
+    [ $rc = 0 ] || { echo "  exit $rc"; c_ok=0; }
+    [ "$runs" = 3 ] || { echo "  $runs of 3 test programs passed"; c_ok=0; }
+    [ $c_ok = 1 ] || show "$d/c.out" "$d/c.err"
+    result "$CHECK_DEB_C" $c_ok "(test_capi and test_two_process shared, test_capi static: $(grep -E '^[0-9]+ passed' "$d/c.out" | tr '\n' ';' | sed 's/;$//'); $((SECONDS - t)) s)"
+    return 0
+}
+
 check_frames
 check_restart
 check_isolated
+check_labels
+check_debs
 phase_took "tests" "$phase"
 summary
 [ "$FAILED" = 0 ]

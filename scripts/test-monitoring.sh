@@ -57,11 +57,11 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 bg "$cuframes" publish "$tag-fast" --memory host --size 64x48 --fps 100 --frames 0
 bg "$cuframes" publish "$tag-lossy" --memory host --size 64x48 --fps 200 --frames 0 --ring 4 --policy drop-oldest
 bg "$cuframes" publish "$tag-strict" --memory host --size 64x48 --fps 100 --frames 0 --ring 2 \
-    --policy strict-wait --ack-timeout-ms 300 --startup-timeout-ms 300
+    --policy strict-wait --ack-timeout 300ms --startup-timeout 300ms
 sleep 0.5
-bg "$cuframes" subscribe "$tag-fast" --frames 0 --name keeper --wait-ms 5000
-bg "$cuframes" subscribe "$tag-lossy" --frames 0 --name late --start-delay-ms 2000 --wait-ms 5000
-bg "$cuframes" subscribe "$tag-strict" --frames 0 --name stalled --hold 4 --wait-ms 5000
+bg "$cuframes" subscribe "$tag-fast" --frames 0 --name keeper --wait-timeout 5s
+bg "$cuframes" subscribe "$tag-lossy" --frames 0 --name late --start-delay 2s --wait-timeout 5s
+bg "$cuframes" subscribe "$tag-strict" --frames 0 --name stalled --hold 4 --wait-timeout 5s
 
 exporter_port=$(free_port)
 bg "$cuframes" exporter --listen "127.0.0.1:$exporter_port"

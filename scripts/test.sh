@@ -70,9 +70,11 @@ ffmpeg_suite() {
 suite Rust "cargo test (scripts/test-rust.sh)" scripts/test-rust.sh
 suite C-API "C API tests (scripts/test-c.sh)" scripts/test-c.sh
 suite Python "Python bindings (scripts/test-python.sh)" scripts/test-python.sh
+suite Docs "Links in the README and docs, licences in the manifests (scripts/test-docs.sh)" scripts/test-docs.sh
 suite "ffmpeg tests" "FFmpeg end to end (scripts/build-ffmpeg.sh, tests/ffmpeg/run.sh)" ffmpeg_suite
 suite Monitoring "The exporter scraped by a real Prometheus, alerts and dashboard (scripts/test-monitoring.sh)" scripts/test-monitoring.sh
 suite Manifests "Kubernetes and Compose manifests (scripts/test-manifests.sh)" scripts/test-manifests.sh
+suite Packages "The Debian packages: build, lintian, glibc floor, contents (scripts/test-packages.sh)" scripts/test-packages.sh
 suite "docker tests" "The Docker image: containers sharing only a volume (scripts/test-docker.sh)" scripts/test-docker.sh
 
 echo "== Totals"

@@ -106,7 +106,7 @@ def cli_publisher(cli, key, frames, fmt="nv12", ring=4):
 
 def cli_subscriber(cli, key, frames):
     return subprocess.Popen(
-        [cli, "subscribe", key, "--frames", str(frames), "--verify", "--json", "--timeout-ms", "20000"],
+        [cli, "subscribe", key, "--frames", str(frames), "--verify", "--json", "--timeout", "20s"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -269,7 +269,7 @@ def test_tensor_keeps_the_lease_and_release_waits_for_the_stream():
     # for this subscriber's release of frame 1.
     proc = subprocess.Popen(
         [cli, "publish", key, "--memory", "cuda", "--size", "%dx%d" % (WIDTH, HEIGHT), "--fps", "0",
-         "--frames", "0", "--policy", "strict-wait", "--ack-timeout-ms", "20000", "--wait-subscribers", "1",
+         "--frames", "0", "--policy", "strict-wait", "--ack-timeout", "20s", "--wait-subscribers", "1",
          "--quiet"]
     )
     try:

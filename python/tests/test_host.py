@@ -94,7 +94,7 @@ def test_pattern_check_catches_a_wrong_frame(cli, key):
 
 def run_cli_subscriber(cli, key, frames):
     return subprocess.Popen(
-        [cli, "subscribe", key, "--frames", str(frames), "--verify", "--json", "--timeout-ms", "10000",
+        [cli, "subscribe", key, "--frames", str(frames), "--verify", "--json", "--timeout", "10s",
          "--name", "cli-verify"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

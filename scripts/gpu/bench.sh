@@ -33,7 +33,7 @@ bench() { # NAME ARGS...: one cuframes bench run, appended to $out/bench-cuframe
     } >>"$out/bench-cuframes.txt"
     tail -n 22 "$out/bench-cuframes.txt"
 }
-ring=(--memory cuda --format nv12 --size 3840x2160 --subscribers 1 --ring 4 --policy strict-wait
+ring=(--memory cuda --format nv12 --size 3840x2160 --subscribers 1 --ring 4 --policy strict_wait
     --frames 100000 --transports cuframes --verify-every 1000)
 bench ring-4k "${ring[@]}"
 # The same without the whole-frame checks: each one (a 12 MB copy back to the host

@@ -30,7 +30,7 @@ done
 sleep 1
 for s in $(seq 1 "$n"); do
     for c in $(seq 1 "$k"); do
-        "$CUFRAMES_BIN" subscribe "ex$s" --frames 0 --name "c$c" --wait-ms 60000 --timeout-ms 30000 --json \
+        "$CUFRAMES_BIN" subscribe "ex$s" --frames 0 --name "c$c" --wait-timeout 60s --timeout 30s --json \
             >"$work/sub$s-$c.json" 2>"$work/sub$s-$c.err" &
         pids+=($!)
     done

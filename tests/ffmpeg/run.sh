@@ -670,7 +670,7 @@ test_drop_oldest_start() {
     local d="$WORK/dropstart" n=50 t=$SECONDS ok=1
     mkdir -p "$d"
     newkey
-    cli_publisher "$d/pub.err" --frames $n --wait-subscribers 1
+    cli_publisher "$d/pub.err" --frames $n --wait-subscribers 1 --ring 4
     local pub=$BGPID
     wait_published || { echo "  the publisher did not start"; ok=0; }
     CUFRAMES_TEST_STALL_AT=sub-connected:300 ff 60 -xerror -f cuframes -i "$KEY" \
@@ -683,7 +683,7 @@ test_drop_oldest_start() {
     grep -q "Lost" "$d/sub.err" && { echo "  frames were lost"; ok=0; }
     # The control: without read-ahead the same start loses frames, and says so.
     newkey
-    cli_publisher "$d/pub0.err" --frames $n --wait-subscribers 1
+    cli_publisher "$d/pub0.err" --frames $n --wait-subscribers 1 --ring 4
     pub=$BGPID
     wait_published || { echo "  the publisher did not start"; ok=0; }
     CUFRAMES_TEST_STALL_AT=sub-connected:300 ff 60 -xerror -f cuframes -read_ahead 0 -i "$KEY" \

@@ -13,8 +13,8 @@ use crate::args::HealthArgs;
 use crate::bench::invalid;
 
 pub fn run(a: HealthArgs) -> Result<ExitCode> {
-    if !(a.max_age > 0.0 && a.max_age.is_finite()) {
-        return Err(invalid("--max-age must be a positive number of seconds"));
+    if a.max_age.get().is_zero() {
+        return Err(invalid("--max-age must be above 0"));
     }
     match verdict(&a) {
         Ok(fine) => {
@@ -30,6 +30,7 @@ pub fn run(a: HealthArgs) -> Result<ExitCode> {
 
 fn verdict(a: &HealthArgs) -> std::result::Result<String, String> {
     let key = &a.key;
+    let max_age = a.max_age.get().as_secs_f64();
     let ins = cuframes::inspect::inspect(key, a.runtime_dir.as_deref()).map_err(|e| e.to_string())?;
     if !ins.status.live {
         return Err(format!("no live publisher for '{key}'"));
@@ -45,7 +46,7 @@ fn verdict(a: &HealthArgs) -> std::result::Result<String, String> {
         .newest_frame_age_ns()
         .ok_or_else(|| format!("'{key}' has published no frame yet"))? as f64
         / 1e9;
-    if age > a.max_age {
+    if age > max_age {
         return Err(format!(
             "'{key}' published its last frame {age:.1} s ago (--max-age {})",
             a.max_age
@@ -70,7 +71,7 @@ fn verdict(a: &HealthArgs) -> std::result::Result<String, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
     let ack_age = (now - sub.last_ack_ns).max(0) as f64 / 1e9;
-    if lag > 0 && ack_age > a.max_age {
+    if lag > 0 && ack_age > max_age {
         return Err(format!(
             "subscriber '{name}' of '{key}' last released a frame {ack_age:.1} s ago (--max-age {})",
             a.max_age

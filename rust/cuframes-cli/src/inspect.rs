@@ -9,7 +9,7 @@ use cuframes::{Error, ErrorKind, Policy, Result};
 use cuframes::{cleanup_key, list_keys};
 use serde_json::{Value, json};
 
-use crate::args::{CleanupArgs, InspectArgs, LsArgs};
+use crate::args::{CleanupArgs, InspectArgs, LsArgs, policy_name};
 
 fn state_name(live: bool, ins: &Inspection) -> &'static str {
     match (live, ins.header.is_some()) {
@@ -38,7 +38,7 @@ fn summary(ins: &Inspection) -> Value {
             v["width"] = json!(info.layout.width());
             v["height"] = json!(info.layout.height());
             v["ring_size"] = json!(info.ring_size);
-            v["policy"] = json!(Policy::from_wire(info.policy).map_or("?", |p| p.name()));
+            v["policy"] = json!(Policy::from_wire(info.policy).map_or("?", policy_name));
             v["memory"] = json!(info.memory.name());
             v["cuda_share"] = json!(info.cuda_share().map(|share| share.name()));
             v["fps"] = json!(info.fps.map(|(n, d)| n as f64 / d as f64));

@@ -2,10 +2,12 @@
 
 mod args;
 mod bench;
+mod duration;
 mod exporter;
 mod health;
 mod inspect;
 mod logline;
+mod manual;
 mod publish;
 mod report;
 mod signals;
@@ -31,6 +33,8 @@ fn main() -> ExitCode {
         Command::Top(a) => top::run(a),
         Command::Exporter(a) => exporter::run(a),
         Command::Health(a) => health::run(a),
+        Command::Completions(a) => manual::completions(a),
+        Command::Manpage(a) => manual::manpage(a),
         Command::BenchWorker(a) => bench::worker::run(a),
     };
     match result {

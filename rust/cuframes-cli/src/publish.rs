@@ -4,12 +4,15 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use cuframes::{
-    Error, HostPlane, MemoryKind, MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Result,
-    pattern,
+    Error, HostPlane, MemoryKind, MemoryRequest, PixelFormat, Publisher, PublisherConfig, Result, pattern,
 };
 
-use crate::args::PublishArgs;
+use crate::args::{MemoryArg, PublishArgs, legacy_ms, policy_name};
 use crate::signals;
+
+/// The least time the end of a stream waits for subscribers to take the
+/// last frame, as the muxer's trailer waits (max(`ack_timeout`, 1 s)).
+pub const END_OF_STREAM_WAIT: Duration = Duration::from_secs(1);
 
 /// Parses "WxH".
 pub fn parse_size(text: &str) -> Result<(u32, u32)> {
@@ -46,7 +49,21 @@ fn fps_fraction(fps: f64) -> (u32, u32) {
 
 pub fn run(a: PublishArgs) -> Result<ExitCode> {
     let stop = signals::install();
-    let format = PixelFormat::parse(&a.format)?;
+    let format = PixelFormat::from(a.format);
+    let ack_timeout = legacy_ms(a.ack_timeout, a.ack_timeout_ms, "ack-timeout-ms", "ack-timeout")?.get();
+    let startup_timeout = legacy_ms(
+        a.startup_timeout,
+        a.startup_timeout_ms,
+        "startup-timeout-ms",
+        "startup-timeout",
+    )?
+    .get();
+    let wait_timeout = legacy_ms(
+        a.wait_timeout,
+        a.wait_timeout_ms,
+        "wait-timeout-ms",
+        "wait-timeout",
+    )?;
     let (width, height) = parse_size(&a.size)?;
     // Below 0.001 the rate's fraction (denominator 1000) would round to 0.
     if !a.fps.is_finite() || a.fps < 0.0 || a.fps > 100_000.0 || (a.fps > 0.0 && a.fps < 0.001) {
@@ -67,11 +84,11 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     }
     let mut config = PublisherConfig::new(a.key.clone(), format, width, height);
     config.ring_size = a.ring;
-    config.policy = Policy::parse(&a.policy)?;
-    config.ack_timeout = Duration::from_millis(a.ack_timeout_ms);
-    config.startup_timeout = Duration::from_millis(a.startup_timeout_ms);
-    config.memory = MemoryRequest::parse(&a.memory)?;
-    config.cuda_share = cuframes::CudaShareRequest::parse(&a.cuda_share)?;
+    config.policy = a.policy.into();
+    config.ack_timeout = ack_timeout;
+    config.startup_timeout = startup_timeout;
+    config.memory = a.memory.into();
+    config.cuda_share = a.cuda_share.into();
     if let Some(device) = a.cuda_device {
         // Naming a GPU asks for CUDA memory: auto must not fall back to host.
         config.memory = match config.memory {
@@ -88,10 +105,10 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     let fps = (a.fps > 0.0).then(|| fps_fraction(a.fps));
     config.fps = fps;
     config.group = a.group.clone();
-    config.v1_peers = a.v1_peers;
+    config.v1_peers = a.v1_peers.into();
     let mut publisher = Publisher::create(config)?;
     let memory_note = match (publisher.memory(), cuframes::cuda_unavailable_reason()) {
-        (MemoryKind::Host, Some(why)) if a.memory == "auto" => format!("host memory ({why})"),
+        (MemoryKind::Host, Some(why)) if a.memory == MemoryArg::Auto => format!("host memory ({why})"),
         (kind, _) => format!("{} memory", kind.name()),
     };
     let memory_note = match a.cuda_device {
@@ -114,12 +131,12 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
                 "unthrottled".into()
             },
             a.ring,
-            publisher.policy().name(),
+            policy_name(publisher.policy()),
             publisher.paths().socket.display()
         ),
         serde_json::json!({
             "format": format.to_string(), "width": width, "height": height, "fps": a.fps,
-            "ring": a.ring, "policy": publisher.policy().name(), "memory": memory_note,
+            "ring": a.ring, "policy": policy_name(publisher.policy()), "memory": memory_note,
             "socket": publisher.paths().socket.display().to_string(),
         }),
     );
@@ -130,7 +147,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
             format!("waiting for {} subscriber(s)", a.wait_subscribers),
             serde_json::json!({"subscribers": a.wait_subscribers}),
         );
-        let deadline = Instant::now() + Duration::from_millis(a.wait_timeout_ms);
+        let deadline = Instant::now() + wait_timeout.get();
         loop {
             match publisher.wait_for_subscribers(a.wait_subscribers, Duration::from_millis(50)) {
                 Ok(()) => break,
@@ -144,11 +161,10 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
                     return Err(Error::new(
                         cuframes::ErrorKind::Timeout,
                         format!(
-                            "only {} of {} subscriber(s) joined '{}' within {} ms",
+                            "only {} of {} subscriber(s) joined '{}' within {wait_timeout}",
                             publisher.subscriber_count(),
                             a.wait_subscribers,
                             a.key,
-                            a.wait_timeout_ms
                         ),
                     ));
                 }
@@ -205,8 +221,10 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
         index += 1;
     }
     if !stop.is_set() {
-        // Let subscribers take the last frames before SHUTDOWN.
-        let _ = publisher.flush(Duration::from_millis(a.ack_timeout_ms.max(2000)));
+        // The muxer's rule for the end of a stream: wait until every
+        // subscriber has taken the last frame (it may still hold it: leases
+        // stay readable after SHUTDOWN), at most max(ACK timeout, 1 s).
+        let _ = publisher.wait_delivered(ack_timeout.max(END_OF_STREAM_WAIT));
     }
     let elapsed = started.elapsed().as_secs_f64();
     let stats = publisher.stats();

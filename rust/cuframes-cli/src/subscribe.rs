@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use cuframes::{
-    CopyMode, Error, ErrorKind, FrameLease, MemoryKind, MemoryRequest, Result, Subscriber, SubscriberConfig,
-    SubscriberMode, clock, pattern,
+    Error, ErrorKind, FrameLease, MemoryKind, MemoryRequest, Result, Subscriber, SubscriberConfig, clock,
+    pattern,
 };
 use serde_json::json;
 
-use crate::args::SubscribeArgs;
+use crate::args::{SubscribeArgs, legacy_ms};
 use crate::report::percentile;
 
 /// Connects, retrying while no publisher is there (or one is still
@@ -33,29 +33,22 @@ fn connect_waiting(config: SubscriberConfig, wait: Duration) -> Result<Subscribe
 }
 
 pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
-    let mode = match a.mode.as_str() {
-        "sequential" => SubscriberMode::Sequential,
-        "latest" => SubscriberMode::Latest,
-        other => {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("unknown mode '{other}' (sequential or latest)"),
-            ));
-        }
-    };
+    let timeout = legacy_ms(a.timeout, a.timeout_ms, "timeout-ms", "timeout")?;
+    let wait = legacy_ms(a.wait_timeout, a.wait_ms, "wait-ms", "wait-timeout")?.get();
+    let start_delay = legacy_ms(a.start_delay, a.start_delay_ms, "start-delay-ms", "start-delay")?.get();
     let mut config = SubscriberConfig::new(a.key.clone());
     if let Some(name) = &a.name {
         config.name = name.clone();
     }
-    config.mode = mode;
-    config.copy = CopyMode::parse(&a.copy)?;
+    config.mode = a.mode.into();
+    config.copy = a.copy.into();
     config.read_ahead = a.read_ahead;
     if let Some(device) = a.cuda_device {
         // Naming a GPU needs one, whatever memory the publisher uses.
         MemoryRequest::Cuda.resolve()?;
         config.cuda_device = crate::publish::cuda_ordinal(device)?;
     }
-    let mut sub = connect_waiting(config, Duration::from_millis(a.wait_ms))?;
+    let mut sub = connect_waiting(config, wait)?;
     let info = sub.info().clone();
     let layout = info.layout.clone();
     if !a.json {
@@ -87,10 +80,9 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         );
     }
 
-    if a.start_delay_ms > 0 {
-        std::thread::sleep(Duration::from_millis(a.start_delay_ms));
+    if !start_delay.is_zero() {
+        std::thread::sleep(start_delay);
     }
-    let timeout = Duration::from_millis(a.timeout_ms);
     let mut held: VecDeque<FrameLease> = VecDeque::with_capacity(a.hold + 1);
     let mut download = Vec::new();
     let mut latencies_ns: Vec<u64> = Vec::with_capacity(a.frames.clamp(1, 1 << 20) as usize);
@@ -99,7 +91,7 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
     let mut failure: Option<Error> = None;
     let started = Instant::now();
     while a.frames == 0 || received < a.frames {
-        let lease = match sub.next(Some(timeout)) {
+        let lease = match sub.next(Some(timeout.get())) {
             Ok(lease) => lease,
             Err(e) if e.kind() == ErrorKind::Disconnected && a.frames == 0 && sub.publisher_shut_down() => {
                 break;
@@ -109,8 +101,8 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
                     ErrorKind::Timeout => Error::new(
                         ErrorKind::Timeout,
                         format!(
-                            "no frame from '{}' within {} ms (after {received} frames)",
-                            a.key, a.timeout_ms
+                            "no frame from '{}' within {timeout} (after {received} frames)",
+                            a.key
                         ),
                     ),
                     _ => Error::new(e.kind(), format!("{e} (after {received} frames)")),

@@ -14,7 +14,7 @@ use cuframes::protocol::{SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DR
 use cuframes::{Policy, Result};
 use serde_json::{Value, json};
 
-use crate::args::TopArgs;
+use crate::args::{TopArgs, legacy_ms, policy_name};
 
 /// Every key's inspection at one instant.
 #[derive(Debug)]
@@ -109,7 +109,7 @@ fn rows(before: &Snapshot, now: &Snapshot) -> (Vec<Value>, usize) {
                 row["height"] = json!(info.layout.height());
                 row["memory"] = json!(info.memory.name());
                 row["ring_size"] = json!(info.ring_size);
-                row["policy"] = json!(Policy::from_wire(info.policy).map_or("?", |p| p.name()));
+                row["policy"] = json!(Policy::from_wire(info.policy).map_or("?", policy_name));
                 row["nominal_fps"] = json!(info.fps.map(|(n, d)| n as f64 / d as f64));
             }
             Err(e) => row["invalid"] = json!(e),
@@ -177,16 +177,16 @@ fn render(rows: &[Value], stale: usize, interval: Duration, live: bool) -> Strin
 }
 
 pub fn run(a: TopArgs) -> Result<ExitCode> {
-    if a.interval_ms < 10 || a.interval_ms > 3_600_000 {
+    let interval = legacy_ms(a.interval, a.interval_ms, "interval-ms", "interval")?;
+    if interval.get() < Duration::from_millis(10) || interval.get() > Duration::from_secs(3600) {
         return Err(invalid(format!(
-            "bad --interval-ms {}: use 10 to 3600000",
-            a.interval_ms
+            "bad --interval {interval}: use 10ms to 1h (3600s)"
         )));
     }
     if a.json && !a.once {
         return Err(invalid("--json needs --once (top refreshes a screen otherwise)"));
     }
-    let interval = Duration::from_millis(a.interval_ms);
+    let interval = interval.get();
     let mut before = snapshot();
     if !a.once {
         print!("\x1b[2J\x1b[H");

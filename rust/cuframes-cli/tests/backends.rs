@@ -93,7 +93,7 @@ fn a_holding_consumer_gets_copies_and_every_frame(backend: Backend) {
     let publisher = backend.start(
         &env,
         &key,
-        "--size 320x240 --fps 0 --frames 300 --policy strict-wait --ring 4 --ack-timeout-ms 300 --wait-subscribers 1",
+        "--size 320x240 --fps 0 --frames 300 --policy strict-wait --ring 4 --ack-timeout 300ms --wait-subscribers 1",
     );
     let summary = env
         .subscribe(&key, "--verify --frames 300 --copy auto --hold 10")
@@ -117,7 +117,11 @@ fn drop_oldest_never_hands_out_a_wrong_frame(backend: Backend) {
         "--size 160x120 --fps 0 --frames 1500 --policy drop-oldest --ring 2 --wait-subscribers 1",
     );
     let summary = env
-        .subscribe(&key, "--verify --frames 0 --mode latest")
+        // In place (the defaults copy under drop_oldest).
+        .subscribe(
+            &key,
+            "--verify --frames 0 --mode latest --copy never --read-ahead 0",
+        )
         .wait(EXIT_LIMIT)
         .assert_success()
         .json();
@@ -132,7 +136,7 @@ fn a_killed_publisher_is_reported(backend: Backend) {
     let env = TestEnv::new();
     let key = env.key("be-kill");
     let mut publisher = backend.start(&env, &key, "--size 160x120 --fps 100");
-    let subscriber = env.subscribe(&key, "--frames 0 --timeout-ms 20000");
+    let subscriber = env.subscribe(&key, "--frames 0 --timeout 20s");
     wait_until(SOCKET_LIMIT, "a subscriber", || {
         env.run(&["inspect", &key, "--json"]).json()["subscriber_slots"]
             .as_array()

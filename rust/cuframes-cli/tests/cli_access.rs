@@ -60,8 +60,8 @@ mod needs_root {
             "--verify",
             "--frames",
             "20",
-            "--timeout-ms",
-            "3000",
+            "--timeout",
+            "3s",
         ])
         .env("CUFRAMES_RUNTIME_DIR", dir)
         .stdin(Stdio::null())

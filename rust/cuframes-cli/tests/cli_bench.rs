@@ -113,7 +113,7 @@ fn drop_oldest_accounts_for_every_frame() {
     let names: Vec<&str> = reports.iter().filter_map(|r| r["transport"].as_str()).collect();
     assert_eq!(names, ["shm-copy", "cuframes"]);
     for r in &reports {
-        assert_eq!(r["policy"], "drop-oldest", "{r}");
+        assert_eq!(r["policy"], "drop_oldest", "FFmpeg's spelling: {r}");
         assert_eq!(uint(r, "mismatched"), 0, "{r}");
         assert_eq!(
             uint(r, "received") + uint(r, "dropped"),
@@ -159,17 +159,12 @@ fn bad_arguments_name_the_option() {
         (&["--subscribers", "40"], "--subscribers"),
         (&["--size", "12"], "--size"),
         (&["--size", "0x10"], "--size"),
-        (&["--format", "rgb24"], "--format"),
-        (&["--policy", "never"], "--policy"),
-        (&["--transports", "pipe,carrier-pigeon"], "--transports"),
         (&["--transports", "pipe,pipe"], "--transports"),
-        (&["--transports", ","], "--transports"),
-        (&["--memory", "disk"], "--memory"),
         (&["--ring", "17"], "--ring"),
         (&["--frames", "0"], "--frames"),
         (&["--fps=-1"], "--fps"),
-        (&["--verify", "most"], "--verify"),
-        (&["--timeout-ms", "0"], "--timeout-ms"),
+        (&["--timeout", "0ms"], "--timeout"),
+        (&["--timeout", "999us"], "--timeout"),
         (&["--plot", "/nonexistent-dir/x.svg"], "--plot"),
     ] {
         let mut all = vec!["bench"];
@@ -178,10 +173,38 @@ fn bad_arguments_name_the_option() {
         out.assert_error(&[phrase]);
         assert!(out.stdout.is_empty(), "no report on a bad argument: {out}");
     }
-    // Malformed for clap itself: exit 2, the option named.
-    let out = env.run(&["bench", "--subscribers", "many"]);
-    assert_eq!(out.code(), Some(2), "{out}");
-    assert!(out.stderr.contains("--subscribers"), "{out}");
+    // Malformed for clap itself: exit 2, the option named, the choices listed.
+    for (args, phrases) in [
+        (&["--subscribers", "many"][..], &["--subscribers"][..]),
+        (&["--format", "rgb24"], &["--format", "nv12", "rgb0"]),
+        (
+            &["--policy", "never"],
+            &["--policy", "[possible values: drop_oldest, strict_wait]"],
+        ),
+        (
+            &["--transports", "pipe,carrier-pigeon"],
+            &["--transports", "cuframes, pipe, shm-copy"],
+        ),
+        (&["--transports", ","], &["--transports"]),
+        (
+            &["--memory", "disk"],
+            &["--memory", "[possible values: auto, host, cuda]"],
+        ),
+        (
+            &["--verify", "most"],
+            &["--verify", "[possible values: sample, full, none]"],
+        ),
+        (
+            &["--cuda-share", "dmabuf"],
+            &["--cuda-share", "[possible values: auto, fd, ipc]"],
+        ),
+        (&["--timeout", "10 s"], &["--timeout", "not a duration"]),
+        (&["--timeout=-1"], &["--timeout", "negative"]),
+    ] {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        env.run(&all).assert_usage_error(phrases);
+    }
 }
 
 /// Without a GPU (hidden with CUDA_VISIBLE_DEVICES where there is one).

@@ -107,17 +107,9 @@ fn thirty_second_subscriber_is_refused() {
     common::wait_until(Duration::from_secs(5), "a free subscriber slot", || {
         publisher.subscriber_count() == 30
     });
-    let out = env.run(&[
-        "subscribe",
-        &key,
-        "--frames",
-        "1",
-        "--timeout-ms",
-        "200",
-        "--json",
-    ]);
+    let out = env.run(&["subscribe", &key, "--frames", "1", "--timeout", "200ms", "--json"]);
     // Nothing is published, so it gets in and then times out waiting for a frame.
-    out.assert_error(&["no frame", "200 ms"]);
+    out.assert_error(&["no frame", "within 200ms"]);
     let summary = out.json();
     assert_eq!(common::uint(&summary, "frames"), 0, "{summary}");
     assert_eq!(subscribers.len(), 30);
@@ -189,19 +181,16 @@ fn second_publisher_on_live_key() {
 fn bad_publish_arguments() {
     let env = TestEnv::new();
     let key = env.key("err-args");
-    let cases: [(&[&str], &[&str]); 11] = [
+    let cases: [(&[&str], &[&str]); 8] = [
         (&["--ring", "0"], &["ring size 0", "1..=16"]),
         (&["--ring", "17"], &["ring size 17", "1..=16"]),
         (&["--size", "0x10"], &["0x10", "out of range"]),
         (&["--size", "160"], &["bad size '160'"]),
-        (&["--format", "rgb24"], &["unknown pixel format 'rgb24'"]),
-        (&["--policy", "foo"], &["unknown policy 'foo'"]),
-        (&["--memory", "gpu"], &["unknown memory kind 'gpu'"]),
         (&["--fps=-1"], &["bad --fps -1"]),
         (&["--fps", "0.0001"], &["bad --fps 0.0001"]),
         (&["--wait-subscribers", "32"], &["--wait-subscribers 32", "31"]),
         (
-            &["--policy", "strict-wait", "--ack-timeout-ms", "0"],
+            &["--policy", "strict-wait", "--ack-timeout", "0ms"],
             &["ACK timeout"],
         ),
     ];
@@ -218,8 +207,121 @@ fn bad_publish_arguments() {
         out.assert_error(phrases);
         assert_nothing_created(&env, &key);
     }
-    let out = env.run(&["subscribe", &key, "--mode", "newest"]);
-    out.assert_error(&["unknown mode 'newest'"]);
+    // Choices and durations are checked by the command line's parser: exit 2,
+    // the choices listed.
+    let usage: [(&[&str], &[&str]); 9] = [
+        (
+            &["--format", "rgb24"],
+            &[
+                "invalid value 'rgb24' for '--format <FORMAT>'",
+                "nv12",
+                "yuv444p16",
+            ],
+        ),
+        (
+            &["--policy", "foo"],
+            &[
+                "invalid value 'foo'",
+                "[possible values: drop_oldest, strict_wait]",
+            ],
+        ),
+        (&["--policy", "drop"], &["invalid value 'drop'", "drop_oldest"]),
+        (
+            &["--memory", "gpu"],
+            &["invalid value 'gpu'", "[possible values: auto, host, cuda]"],
+        ),
+        (
+            &["--cuda-share", "dmabuf"],
+            &["invalid value 'dmabuf'", "[possible values: auto, fd, ipc]"],
+        ),
+        (
+            &["--ack-timeout", "1 s"],
+            &["--ack-timeout", "not a duration", "500ms"],
+        ),
+        (&["--startup-timeout=-1"], &["--startup-timeout", "negative"]),
+        (&["--wait-timeout", "2000000000"], &["--wait-timeout", "too long"]),
+        (&["--ack-timeout-ms", "soon"], &["--ack-timeout-ms"]),
+    ];
+    for (args, phrases) in usage {
+        let mut argv = vec!["publish", key.as_str(), "--frames", "1"];
+        argv.extend_from_slice(args);
+        if !args.contains(&"--memory") {
+            argv.extend_from_slice(&["--memory", "host"]);
+        }
+        env.run(&argv).assert_usage_error(phrases);
+        assert_nothing_created(&env, &key);
+    }
+    for (args, phrases) in [
+        (
+            &["--mode", "newest"][..],
+            &["invalid value 'newest'", "[possible values: sequential, latest]"][..],
+        ),
+        (
+            &["--copy", "sometimes"],
+            &["[possible values: auto, always, never]"],
+        ),
+        (&["--timeout", "5min"], &["--timeout", "not a duration"]),
+        (&["--wait-timeout", "1:60"], &["--wait-timeout", "not a duration"]),
+        (&["--start-delay", ""], &["--start-delay"]),
+    ] {
+        let mut argv = vec!["subscribe", key.as_str()];
+        argv.extend_from_slice(args);
+        env.run(&argv).assert_usage_error(phrases);
+    }
+}
+
+/// The millisecond options of 0.2 still work for now, in milliseconds,
+/// with a warning that names the new spelling.
+#[test]
+fn renamed_options_still_work() {
+    let env = TestEnv::new();
+    let key = env.key("err-legacy");
+    let out = env.run(&[
+        "subscribe",
+        &key,
+        "--frames",
+        "1",
+        "--wait-ms",
+        "300",
+        "--timeout-ms",
+        "200",
+    ]);
+    assert_eq!(out.code(), Some(1), "{out}");
+    let lines = out.stderr_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("--wait-ms is deprecated") && l.contains("--wait-timeout 300ms")),
+        "{out}"
+    );
+    assert!(lines.iter().any(|l| l.contains("--timeout 200ms")), "{out}");
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .starts_with("cuframes: error: no publisher for key"),
+        "{out}"
+    );
+    // Old and new spelling of one option together are a contradiction.
+    env.run(&["subscribe", &key, "--timeout", "1s", "--timeout-ms", "1000"])
+        .assert_usage_error(&["--timeout-ms", "--timeout"]);
+    // An ACK timeout of 0 ms is refused as --ack-timeout 0 is.
+    let out = env.run(&[
+        "publish",
+        &key,
+        "--memory",
+        "host",
+        "--frames",
+        "1",
+        "--policy",
+        "strict_wait",
+        "--ack-timeout-ms",
+        "0",
+    ]);
+    assert_eq!(out.code(), Some(1), "{out}");
+    assert!(out.stderr.contains("--ack-timeout 0s"), "{out}");
+    assert!(out.stderr.contains("ACK timeout"), "{out}");
+    assert_nothing_created(&env, &key);
 }
 
 #[test]

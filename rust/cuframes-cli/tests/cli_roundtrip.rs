@@ -83,7 +83,12 @@ fn drop_oldest_latest_mode_never_mismatches() {
         &key,
         "--size 160x120 --fps 0 --frames 2000 --policy drop-oldest --ring 2 --wait-subscribers 1",
     );
-    let subscriber = env.subscribe(&key, "--verify --frames 0 --mode latest");
+    // The slots themselves, read in place while the publisher may overwrite
+    // them (the defaults, like the input device's, copy under drop_oldest).
+    let subscriber = env.subscribe(
+        &key,
+        "--verify --frames 0 --mode latest --copy never --read-ahead 0",
+    );
     let summary = subscriber.wait(EXIT_LIMIT).assert_success().json();
     publisher.wait(EXIT_LIMIT).assert_success();
     let frames = uint(&summary, "frames");

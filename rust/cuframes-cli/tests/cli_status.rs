@@ -50,7 +50,7 @@ fn ls_and_inspect_show_a_live_publisher_and_its_subscriber() {
     assert_eq!(uint(&row, "width"), 160, "{row}");
     assert_eq!(uint(&row, "height"), 120, "{row}");
     assert_eq!(uint(&row, "ring_size"), 3, "{row}");
-    assert_eq!(row["policy"], "strict-wait", "{row}");
+    assert_eq!(row["policy"], "strict_wait", "FFmpeg's spelling: {row}");
     assert_eq!(row["memory"], "host", "{row}");
     assert_eq!(row["shutdown"], false, "{row}");
     assert_eq!(row["socket"], env.socket(&key).display().to_string(), "{row}");

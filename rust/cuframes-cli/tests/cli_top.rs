@@ -9,14 +9,14 @@ use common::{SOCKET_LIMIT, TestEnv, uint, wait_until};
 use cuframes::{Subscriber, SubscriberConfig};
 use serde_json::Value;
 
-/// `top --once --json --interval-ms MS`: the row of `key`, if listed.
+/// `top --once --json --interval MSms`: the row of `key`, if listed.
 fn top_row(env: &TestEnv, key: &str, interval_ms: u64) -> Option<Value> {
     let out = env.run(&[
         "top",
         "--once",
         "--json",
-        "--interval-ms",
-        &interval_ms.to_string(),
+        "--interval",
+        &format!("{interval_ms}ms"),
     ]);
     out.assert_success();
     let rows = out.json();
@@ -43,7 +43,7 @@ fn shows_a_publisher_its_rate_and_its_subscriber() {
     assert_eq!(row["format"], "nv12", "{row}");
     assert_eq!(uint(&row, "width"), 160, "{row}");
     assert_eq!(row["memory"], "host", "{row}");
-    assert_eq!(row["policy"], "strict-wait", "{row}");
+    assert_eq!(row["policy"], "strict_wait", "FFmpeg's spelling: {row}");
     assert_eq!(uint(&row, "ring_size"), 3, "{row}");
     let fps = row["fps"].as_f64().unwrap_or_else(|| panic!("fps: {row}"));
     assert!((20.0..=600.0).contains(&fps), "published at 200 fps: {row}");
@@ -63,7 +63,7 @@ fn shows_a_publisher_its_rate_and_its_subscriber() {
     assert!(ack_fps > 25.0, "{row}");
 
     // The text view names the key and its subscriber.
-    let out = env.run(&["top", "--once", "--interval-ms", "50"]);
+    let out = env.run(&["top", "--once", "--interval", "50ms"]);
     out.assert_success();
     assert!(
         out.stdout.contains(&key) && out.stdout.contains("top-viewer"),
@@ -104,6 +104,10 @@ fn shows_what_a_lagging_subscriber_lost() {
 fn bad_arguments_name_the_option() {
     let env = TestEnv::new();
     env.run(&["top", "--json"]).assert_error(&["--once"]);
-    env.run(&["top", "--once", "--interval-ms", "0"])
-        .assert_error(&["--interval-ms"]);
+    env.run(&["top", "--once", "--interval", "0ms"])
+        .assert_error(&["--interval 0s", "10ms"]);
+    env.run(&["top", "--once", "--interval", "2h"])
+        .assert_usage_error(&["--interval", "not a duration"]);
+    env.run(&["top", "--once", "--interval", "01:00:01"])
+        .assert_error(&["--interval 3601s"]);
 }

@@ -51,11 +51,17 @@ const RING: usize = 4;
 /// The publishers' ACK timeout: far longer than any case, so waiting for it
 /// shows.
 const ACK_TIMEOUT_MS: u64 = 30_000;
+/// The `cuframes subscribe` processes of the matrix read the slots in place,
+/// one frame at a time (`--copy never --read-ahead 0`, the CLI's defaults
+/// before they became the input device's): the cases are about crashes, and
+/// were measured and bounded that way.
+const SURVIVOR: &str = "--verify --frames 0 --name survivor --timeout 20s --copy never --read-ahead 0";
+const TRIGGER: &str = "--verify --frames 0 --name trigger --timeout 20s --copy never --read-ahead 0";
 /// How fast an in-process subscriber must learn that its publisher died.
 const DETECT_LIMIT: Duration = Duration::from_millis(50);
 /// How long after the publisher's death a survivor process may take to exit
 /// (noticing the death; with CUDA memory also closing its mappings and
-/// tearing CUDA down); its `--timeout-ms` is 20 s, so a survivor that waited
+/// tearing CUDA down); its `--timeout` is 20 s, so a survivor that waited
 /// for frames would not make it.
 const SURVIVOR_EXIT_LIMIT: Duration = Duration::from_secs(5);
 /// How long after the publisher's death a subscriber process caught in its
@@ -420,12 +426,12 @@ fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
         String::new()
     };
     let options = format!(
-        "{} --frames 0 --ring {RING} --policy {} --ack-timeout-ms {ACK_TIMEOUT_MS}{wait}",
+        "{} --frames 0 --ring {RING} --policy {} --ack-timeout {ACK_TIMEOUT_MS}ms{wait}",
         memory.stream_options(),
         policy.name()
     );
     let (mut publisher, startup) = start_publisher(&env, &key, memory, &options, hook.as_deref());
-    let mut survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
+    let mut survivor = env.subscribe(&key, SURVIVOR);
     let watcher = if memory.in_process() {
         wait_until(SOCKET_LIMIT, "the survivor", || {
             bitmap(&env, &key).count_ones() == 1
@@ -449,7 +455,7 @@ fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
                 let result = Subscriber::connect(sub_config(&env, &key, "trigger"));
                 Trigger::InProcess(result, started.elapsed())
             } else {
-                Trigger::Process(env.subscribe(&key, "--verify --frames 0 --name trigger --timeout-ms 20000"))
+                Trigger::Process(env.subscribe(&key, TRIGGER))
             };
         }
         PubPoint::Killed => {
@@ -656,7 +662,7 @@ fn subscriber_crash(memory: Memory, policy: Policy, point: SubPoint) {
         config.ring_size = RING;
         config.runtime_dir = Some(env.dir().to_owned());
         let publisher = Publisher::create(config).expect("publisher");
-        survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
+        survivor = env.subscribe(&key, SURVIVOR);
         publisher
             .wait_for_subscribers(1, SOCKET_LIMIT)
             .expect("the survivor");
@@ -690,12 +696,12 @@ fn subscriber_crash(memory: Memory, policy: Policy, point: SubPoint) {
         Publishing::InProcess { worker, progress }
     } else {
         let options = format!(
-            "{} --frames {CUDA_SUB_FRAMES} --ring {RING} --policy {} --ack-timeout-ms {ACK_TIMEOUT_MS} --wait-subscribers 1",
+            "{} --frames {CUDA_SUB_FRAMES} --ring {RING} --policy {} --ack-timeout {ACK_TIMEOUT_MS}ms --wait-subscribers 1",
             memory.stream_options(),
             policy.name()
         );
         let (proc, startup) = start_publisher(&env, &key, memory, &options, None);
-        survivor = env.subscribe(&key, "--verify --frames 0 --name survivor --timeout-ms 20000");
+        survivor = env.subscribe(&key, SURVIVOR);
         wait_reading(&env, &key, "survivor", &mut survivor, 10);
         Publishing::Process { proc, startup }
     };

@@ -339,7 +339,7 @@ mod needs_gpu {
                         .map(|n| {
                             env.spawn_isolated(
                     "isolated subscriber",
-                    &format!("subscribe {key} --json --verify --frames 240 --wait-ms 20000 --name ns{n}"),
+                    &format!("subscribe {key} --json --verify --frames 240 --wait-timeout 20s --name ns{n}"),
                 )
                         })
                         .collect();
@@ -364,7 +364,7 @@ mod needs_gpu {
             let out = env
                 .spawn_isolated(
                     "isolated subscriber of ipc",
-                    &format!("subscribe {key} --frames 10 --wait-ms 20000"),
+                    &format!("subscribe {key} --frames 10 --wait-timeout 20s"),
                 )
                 .wait(Duration::from_secs(60));
             publisher.kill9();
@@ -386,7 +386,7 @@ mod needs_gpu {
         let publisher = cuda_publish(
             &env,
             &key,
-            "--size 1920x1080 --fps 0 --frames 300 --policy strict-wait --ack-timeout-ms 500 --startup-timeout-ms 500 --wait-subscribers 2",
+            "--size 1920x1080 --fps 0 --frames 300 --policy strict-wait --ack-timeout 500ms --startup-timeout 500ms --wait-subscribers 2",
         );
         let holder = env.subscribe(&key, "--verify --frames 300 --hold 10 --copy auto --name holder");
         let copier = env.subscribe(&key, "--verify --frames 300 --copy always --name copier");
@@ -648,7 +648,7 @@ mod needs_gpu {
         let publisher = cuda_publish(
             &env,
             &key,
-            "--size 1280x720 --fps 200 --frames 1200 --policy strict-wait --ack-timeout-ms 30000 --wait-subscribers 2",
+            "--size 1280x720 --fps 200 --frames 1200 --policy strict-wait --ack-timeout 30s --wait-subscribers 2",
         );
         let survivor = env.subscribe(&key, "--verify --frames 0 --name survivor");
         let mut victim = env.subscribe(&key, "--verify --frames 0 --name victim");

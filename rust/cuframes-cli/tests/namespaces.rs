@@ -26,10 +26,10 @@ mod needs_namespaces {
              --frames 120 --policy strict-wait --wait-subscribers 1"
             ),
         );
-        // Started before or after the publisher: --wait-ms covers the race.
+        // Started before or after the publisher: --wait-timeout covers the race.
         let subscriber = env.spawn_isolated(
             "isolated subscriber",
-            &format!("subscribe {key} --json --verify --frames 120 --wait-ms 10000"),
+            &format!("subscribe {key} --json --verify --frames 120 --wait-timeout 10s"),
         );
         let sub = subscriber.wait(EXIT_LIMIT);
         let publisher = publisher.wait(EXIT_LIMIT);
@@ -52,7 +52,7 @@ mod needs_namespaces {
         let key = env.key("ns-late");
         let subscriber = env.spawn_isolated(
             "isolated subscriber",
-            &format!("subscribe {key} --json --frames 10 --wait-ms 10000"),
+            &format!("subscribe {key} --json --frames 10 --wait-timeout 10s"),
         );
         std::thread::sleep(std::time::Duration::from_millis(300));
         let publisher = env.spawn_isolated(

@@ -152,7 +152,14 @@ fn phase(env: &TestEnv, policy: Policy, until: Instant, frame_goal: u64, rng: &m
                 let sequential = rng.below(4) != 0;
                 let frames = 200 + rng.below(20_000);
                 let mode = if sequential { "sequential" } else { "latest" };
-                let options = format!("--verify --frames {frames} --mode {mode} --timeout-ms 10000");
+                // Half of them read the slots in place, half as the defaults
+                // do (copies and read-ahead under drop_oldest).
+                let copy = if rng.below(2) == 0 {
+                    "--copy never --read-ahead 0"
+                } else {
+                    ""
+                };
+                let options = format!("--verify --frames {frames} --mode {mode} --timeout 10s {copy}");
                 children.push(Child {
                     proc: env.subscribe(&key, &options),
                     sequential,

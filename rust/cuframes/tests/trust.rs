@@ -765,7 +765,7 @@ print("forged", rounds, "rounds")
         let status = child.wait().unwrap();
         let out = child.wait_with_output_now();
         assert_eq!(status.code(), Some(3), "{out}");
-        assert!(out.contains("v1_peers=same-user"), "{out}");
+        assert!(out.contains("v1_peers=same_user"), "{out}");
         assert!(out.contains("header not writable"), "{out}");
         // And a cuframes subscriber of the group gets in (cli_access.rs runs one).
         assert!(std::fs::symlink_metadata(rt.join(format!("{key}.sock"))).is_ok());

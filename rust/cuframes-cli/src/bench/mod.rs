@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 
 use self::frames::{Geometry, Verify};
 use self::gpu::Gpu;
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, MemoryArg, TransportArg, legacy_ms, policy_name};
 use crate::publish::parse_size;
 use crate::report::percentile;
 
@@ -47,6 +47,16 @@ pub enum Transport {
     Pipe,
     /// A shared-memory ring: copied in by the publisher, out by each subscriber.
     ShmCopy,
+}
+
+impl From<TransportArg> for Transport {
+    fn from(t: TransportArg) -> Transport {
+        match t {
+            TransportArg::Cuframes => Transport::Cuframes,
+            TransportArg::Pipe => Transport::Pipe,
+            TransportArg::ShmCopy => Transport::ShmCopy,
+        }
+    }
 }
 
 impl Transport {
@@ -118,13 +128,12 @@ fn bad(option: &str, value: impl std::fmt::Display, hint: &str) -> Error {
 }
 
 fn plan(a: &BenchArgs) -> Result<Plan> {
-    let memory = match a.memory.as_str() {
-        "host" => MemoryKind::Host,
-        "cuda" => MemoryKind::Cuda,
-        "auto" => MemoryRequest::Auto.resolve()?,
-        other => return Err(bad("--memory", other, "use host, cuda or auto")),
+    let memory = match a.memory {
+        MemoryArg::Host => MemoryKind::Host,
+        MemoryArg::Cuda => MemoryKind::Cuda,
+        MemoryArg::Auto => MemoryRequest::Auto.resolve()?,
     };
-    let format = PixelFormat::parse(&a.format).map_err(|e| bad("--format", &a.format, &e.to_string()))?;
+    let format = PixelFormat::from(a.format);
     let (width, height) =
         parse_size(&a.size).map_err(|_| bad("--size", &a.size, "use WxH, e.g. 1920x1080"))?;
     let geometry =
@@ -140,8 +149,7 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
     if a.ring == 0 || a.ring > shm::MAX_RING {
         return Err(bad("--ring", a.ring, &format!("use 1 to {}", shm::MAX_RING)));
     }
-    let policy =
-        Policy::parse(&a.policy).map_err(|_| bad("--policy", &a.policy, "use strict-wait or drop-oldest"))?;
+    let policy = Policy::from(a.policy);
     if a.frames == 0 || a.frames > 100_000_000 {
         return Err(bad("--frames", a.frames, "use 1 to 100000000"));
     }
@@ -152,17 +160,24 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
             "use 0 (as fast as possible) or a rate up to 10000000",
         ));
     }
-    if a.timeout_ms == 0 {
-        return Err(bad("--timeout-ms", a.timeout_ms, "use a positive number of ms"));
+    let timeout = legacy_ms(a.timeout, a.timeout_ms, "timeout-ms", "timeout")?;
+    if timeout.get() < Duration::from_millis(1) {
+        return Err(bad("--timeout", timeout, "use at least 1ms"));
     }
-    let verify = Verify::parse(&a.verify, a.verify_every).map_err(invalid)?;
+    let verify = Verify::parse(a.verify.name(), a.verify_every).map_err(invalid)?;
     let mut transports = Vec::new();
-    for name in a.transports.split(',').filter(|n| !n.trim().is_empty()) {
-        let t = Transport::parse(name)?;
+    let listed = || {
+        a.transports
+            .iter()
+            .map(|t| Transport::from(*t).name())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for t in a.transports.iter().map(|t| Transport::from(*t)) {
         if transports.contains(&t) {
             return Err(bad(
                 "--transports",
-                &a.transports,
+                listed(),
                 &format!("'{}' is listed twice", t.name()),
             ));
         }
@@ -171,7 +186,7 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
     if transports.is_empty() {
         return Err(bad(
             "--transports",
-            &a.transports,
+            listed(),
             "name at least one of cuframes, pipe, shm-copy",
         ));
     }
@@ -200,8 +215,8 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
         fps: a.fps,
         verify,
         cuda_sync: a.cuda_sync,
-        cuda_share: cuframes::CudaShareRequest::parse(&a.cuda_share)?,
-        timeout: Duration::from_millis(a.timeout_ms),
+        cuda_share: a.cuda_share.into(),
+        timeout: timeout.get(),
         run_id: format!("{}", std::process::id()),
     })
 }
@@ -584,7 +599,7 @@ fn summarize(plan: &Plan, transport: Transport, m: &Measured) -> (Value, Vec<u64
     };
     let policy = match transport {
         Transport::Pipe => "blocking",
-        _ => plan.policy.name(),
+        _ => policy_name(plan.policy),
     };
     let report = json!({
         "transport": transport.name(),

@@ -50,13 +50,13 @@ pub fn run(a: ExporterArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(path) = &a.textfile {
-        if a.interval_ms == 0 {
-            return Err(invalid("--interval-ms must be above 0"));
+        if a.interval.get().is_zero() {
+            return Err(invalid("--interval must be above 0"));
         }
         let stop = crate::signals::install();
         while !stop.is_set() {
             write_textfile(path, &scrape(runtime_dir, &mut errors_total))?;
-            let next = Instant::now() + Duration::from_millis(a.interval_ms);
+            let next = Instant::now() + a.interval.get();
             while !stop.is_set() && Instant::now() < next {
                 std::thread::sleep(Duration::from_millis(50));
             }

@@ -367,6 +367,30 @@ impl Finished {
         }
         line.to_owned()
     }
+
+    /// Asserts a malformed command line: exit 2, clap's `error: ...` on
+    /// stderr containing every one of `phrases`, nothing on stdout.
+    pub fn assert_usage_error(&self, phrases: &[&str]) {
+        assert_eq!(
+            self.code(),
+            Some(2),
+            "{} should fail with exit 2 (usage): {self}",
+            self.name
+        );
+        assert!(
+            self.stderr.starts_with("error:"),
+            "{}: not a usage error: {self}",
+            self.name
+        );
+        assert!(self.stdout.is_empty(), "{}: printed a report: {self}", self.name);
+        for phrase in phrases {
+            assert!(
+                self.stderr.contains(phrase),
+                "{}: usage error lacks {phrase:?}: {self}",
+                self.name
+            );
+        }
+    }
 }
 
 impl std::fmt::Display for Finished {

@@ -147,23 +147,23 @@ pub enum V1Peers {
 }
 
 impl V1Peers {
-    /// Parses "refuse", "same-user" (or "same_user") or "allow".
+    /// Parses "refuse", "same_user" (or "same-user") or "allow".
     pub fn parse(name: &str) -> Result<V1Peers> {
         match name.to_ascii_lowercase().replace('_', "-").as_str() {
             "refuse" => Ok(V1Peers::Refuse),
             "same-user" => Ok(V1Peers::SameUser),
             "allow" => Ok(V1Peers::Allow),
             _ => Err(Error::invalid(format!(
-                "unknown v1_peers '{name}' (refuse, same-user or allow)"
+                "unknown v1_peers '{name}' (refuse, same_user or allow)"
             ))),
         }
     }
 
-    /// "refuse", "same-user" or "allow".
+    /// "refuse", "same_user" or "allow" (FFmpeg's spelling).
     pub fn name(self) -> &'static str {
         match self {
             V1Peers::Refuse => "refuse",
-            V1Peers::SameUser => "same-user",
+            V1Peers::SameUser => "same_user",
             V1Peers::Allow => "allow",
         }
     }
