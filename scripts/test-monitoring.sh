@@ -61,7 +61,7 @@ bg "$cuframes" publish "$tag-strict" --memory host --size 64x48 --fps 100 --fram
 sleep 0.5
 bg "$cuframes" subscribe "$tag-fast" --frames 0 --name keeper --wait-timeout 5s
 bg "$cuframes" subscribe "$tag-lossy" --frames 0 --name late --start-delay 2s --wait-timeout 5s
-bg "$cuframes" subscribe "$tag-strict" --frames 0 --name stalled --hold 4 --wait-timeout 5s
+bg "$cuframes" subscribe "$tag-strict" --frames 0 --name stalled --hold 4 --copy never --read-ahead 0 --wait-timeout 5s
 
 exporter_port=$(free_port)
 bg "$cuframes" exporter --listen "127.0.0.1:$exporter_port"

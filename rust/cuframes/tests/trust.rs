@@ -916,6 +916,84 @@ print("forged", rounds, "rounds")
     }
 }
 
+/// A subscriber that lies in its own ACK area — every slot released, every
+/// frame taken, all the while, while it reads nothing — costs an honest,
+/// slower subscriber beside it nothing: its releases count for itself alone.
+#[test]
+fn a_liar_in_its_own_ack_area_hurts_only_itself() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("liar");
+    let mut publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_secs(10))).unwrap();
+    let mut honest = subscribe(&key, dir.path(), "honest");
+    let liar = subscribe(&key, dir.path(), "liar"); // connection 2
+    // The liar's area, through its mapping in this process.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps
+        .lines()
+        .find(|l| l.contains(&format!("/memfd:cuframes-{key}-acks-2")) && l.contains("rw-s"))
+        .expect("the liar's ACK area is mapped here");
+    let area = u64::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let lying = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mem = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/proc/self/mem")
+                .unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                for slot in 0..16u64 {
+                    mem.write_all_at(&u64::MAX.to_le_bytes(), area + 8 * slot)
+                        .unwrap();
+                }
+                mem.write_all_at(&u64::MAX.to_le_bytes(), area + 0x80).unwrap(); // taken
+                mem.write_all_at(&(1u64 << 62).to_le_bytes(), area + 0xA0)
+                    .unwrap(); // dropped
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        })
+    };
+    let publishing = std::thread::spawn(move || {
+        for _ in 0..200 {
+            publish_pattern(&mut publisher);
+        }
+        publisher
+    });
+    let mut seen = Seen::default();
+    while seen.received < 200 {
+        let lease = honest
+            .next(Some(Duration::from_secs(5)))
+            .expect("frames keep coming");
+        seen.received += 1;
+        if !lease_matches(&lease) {
+            seen.mismatched += 1;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+        let _ = lease.release();
+    }
+    let publisher = publishing.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    lying.join().unwrap();
+    let stats = honest.stats();
+    assert_eq!(
+        (seen.mismatched, stats.dropped, stats.overwritten),
+        (0, 0, 0),
+        "{seen:?} {stats:?}"
+    );
+    assert_eq!(publisher.stats().ack_timeouts, 0);
+    // Its forged loss count is shown bounded by what it could have missed.
+    std::thread::sleep(Duration::from_millis(400));
+    let ins = cuframes::inspect::inspect(&key, Some(dir.path())).unwrap();
+    let shown = ins.subscribers().into_iter().find(|s| s.name == "liar").unwrap();
+    assert!(
+        shown.dropped <= 200,
+        "the liar's count is clamped: {}",
+        shown.dropped
+    );
+    drop(liar);
+}
+
 // --------------------------------------------------- protocol-v1 peers
 
 /// A protocol-v1 subscriber written from the specification: HELLO without

@@ -85,9 +85,12 @@ impl Headers {
         }
     }
 
-    /// D25, D33: slots owed an ACK now, for subscribers' copy decisions.
-    pub(crate) fn set_busy_slots(&self, busy: u64) {
-        self.sealed.busy_slots().store(busy, Ordering::Release);
+    /// D25, D33: who holds slot `slot`'s frame, for subscribers' copy
+    /// decisions (sealed copy only).
+    pub(crate) fn set_holders(&self, slot: usize, holders: u32) {
+        self.sealed
+            .slot_holders(slot)
+            .store(u64::from(holders), Ordering::Release);
     }
 
     /// The subscriber bitmap mirror, in both.

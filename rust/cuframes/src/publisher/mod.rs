@@ -300,12 +300,7 @@ impl Publisher {
         self.slot_seqs[slot] = seq;
         let headers = &self.registry.headers;
         if self.policy == Policy::StrictWait {
-            // D25 with D33: what subscribers' copy decisions go by, counted
-            // here from each one's own word (the new frame is owed by all).
-            let busy = (0..self.ring_size)
-                .filter(|&s| self.owing(&table, s) != 0)
-                .count();
-            headers.set_busy_slots(busy as u64);
+            self.show_holders(&table);
         }
         let props = self.props.map_or([0; 3], FrameProps::to_words);
         self.side_area.write(slot, &self.pending_side_data);

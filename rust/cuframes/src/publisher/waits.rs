@@ -117,12 +117,36 @@ impl Publisher {
             }
             let since = *waiting_since.get_or_insert_with(Instant::now);
             doorbell.progress(states.iter().map(|s| s.owing.count_ones()).sum());
+            if strict {
+                self.show_holders(&self.registry.lock());
+            }
             let ticket = self.registry.headers.ack_ticket();
             // An ACK between the look above and the ticket changed nothing
             // the ticket would show: look once more before sleeping.
             if choose_slot(&self.slot_states(self.expired(since), false), preferred, true).is_none() {
                 self.sleep_for_ack(ticket, &mut doorbell);
             }
+        }
+    }
+
+    /// D25 with D33: who took each slot's frame and still holds it,
+    /// counted here from each one's own words and stored in the sealed
+    /// header for subscribers' copy decisions: at each publish and at each
+    /// look while waiting for a slot. A subscriber that says it took
+    /// nothing while it releases nothing hides its own holds only, as a slow
+    /// subscriber that has not read them does honestly.
+    pub(super) fn show_holders(&self, table: &Table) {
+        let active = self.registry.active();
+        let mut taken = [0u64; MAX_SUBSCRIBER_SLOTS];
+        for bit in (1..32usize).filter(|&bit| active & (1 << bit) != 0) {
+            taken[bit] = table.taken(bit, &self.registry.headers);
+        }
+        for slot in 0..self.ring_size {
+            let (seq, owing) = (self.slot_seqs[slot], self.owing(table, slot));
+            let holders = (1..32usize)
+                .filter(|&bit| seq != 0 && owing & (1 << bit) != 0 && taken[bit] >= seq)
+                .fold(0u32, |acc, bit| acc | (1 << bit));
+            self.registry.headers.set_holders(slot, holders);
         }
     }
 

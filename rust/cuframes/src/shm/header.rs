@@ -316,10 +316,11 @@ impl ShmHeader {
         self.atomic_u64(offsets::SHUTDOWN_FLAG)
     }
 
-    /// Extension (D33): the slots owed an ACK at the last publish, as the
-    /// publisher counted them (meaningful in its sealed copy only).
-    pub(crate) fn busy_slots(&self) -> &AtomicU64 {
-        self.atomic_u64(offsets::BUSY_SLOTS)
+    /// Extension (D33): the subscriber bits that took slot `slot`'s frame
+    /// and have not released it, as the publisher counted them (meaningful
+    /// in its sealed copy only).
+    pub(crate) fn slot_holders(&self, slot: usize) -> &AtomicU64 {
+        self.slot_field(slot, offsets::SLOT_HOLDERS)
     }
 
     /// Whether the publisher says it waits for an ACK (SeqCst: pairs with

@@ -110,6 +110,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         spare: Mutex::new(Vec::new()),
         side,
         acks,
+        held_here: Default::default(),
     });
     let strict = info.policy == crate::wire::layout::POLICY_STRICT_WAIT;
     Ok(Reader {

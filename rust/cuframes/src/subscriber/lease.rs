@@ -2,7 +2,7 @@
 //! released; releasing ACKs it (spec §5 subscriber steps 4-5).
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -13,6 +13,7 @@ use crate::shm::ack_area::AckArea;
 use crate::shm::header::ShmHeader;
 use crate::shm::side_area::SideArea;
 use crate::side_data::SideData;
+use crate::wire::layout::MAX_RING_SIZE;
 
 /// What a subscriber and its leases share: the mapped header and slots,
 /// and the private buffers of copied frames. Kept alive by every
@@ -36,6 +37,8 @@ pub(crate) struct Ring {
     /// publishers that did not grant one: then we ACK in the shared header,
     /// as protocol v1 says.
     pub acks: Option<PrivateAcks>,
+    /// Leases of each slot handed out and not yet released (not copies).
+    pub held_here: [AtomicU32; MAX_RING_SIZE],
 }
 
 /// Where a subscriber with its own ACK area releases frames (D33).
@@ -70,15 +73,24 @@ impl Ring {
         }
     }
 
-    /// How many slots the publisher cannot reuse yet (D25): as the
-    /// publisher counted them at its last publish (D33), or, from a
+    /// How many slots subscribers hold once we hold the frame we just took
+    /// from `slot` (D25): those the publisher saw others hold at its last
+    /// publish or wait (D33), and ours as we know them now; or, from a
     /// publisher that did not grant an ACK area, as read from every
-    /// subscriber's words in the shared header.
-    pub(crate) fn busy_slots(&self) -> usize {
-        match &self.acks {
-            Some(_) => self.header.busy_slots().load(Ordering::Acquire) as usize,
-            None => self.header.held_slots(self.ring_size),
+    /// subscriber's words in the shared header (ours included: we marked
+    /// the frame taken).
+    pub(crate) fn held_slots(&self, slot: usize) -> usize {
+        if self.acks.is_none() {
+            return self.header.held_slots(self.ring_size);
         }
+        let others = !(1u64 << self.bit);
+        (0..self.ring_size)
+            .filter(|&s| {
+                s == slot
+                    || self.held_here[s].load(Ordering::Relaxed) > 0
+                    || self.header.slot_holders(s).load(Ordering::Acquire) & others != 0
+            })
+            .count()
     }
 
     /// Reports our counts where the tools read them: our ACK area (the
@@ -161,6 +173,9 @@ impl FrameLease {
         publish_mono_ns: u64,
         copy: Option<LocalFrame>,
     ) -> FrameLease {
+        if copy.is_none() {
+            ring.held_here[slot].fetch_add(1, Ordering::Relaxed);
+        }
         FrameLease {
             ring,
             seq,
@@ -312,6 +327,7 @@ impl FrameLease {
             }
             return recycled;
         }
+        self.ring.held_here[self.slot].fetch_sub(1, Ordering::Relaxed);
         if self.ring.ack(self.slot, self.seq) {
             Ok(())
         } else {

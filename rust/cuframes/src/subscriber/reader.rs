@@ -266,7 +266,7 @@ impl Reader {
                 CopyMode::Never => None,
                 CopyMode::Always => Some(()),
                 CopyMode::Auto => {
-                    (!self.strict || ring.busy_slots() > leasable(ring.ring_size)).then_some(())
+                    (!self.strict || ring.held_slots(slot) > leasable(ring.ring_size)).then_some(())
                 }
             };
             let copy = match copy {

@@ -116,7 +116,8 @@ pub struct SlotDescriptor {
     /// of this slot's frame in the side-data area; 0 = none.
     pub side_data_len: u64,
     /// Extension (spec: reserved_b): three words of frame properties at 0x90
-    /// (D29); the rest reserved, zero.
+    /// (D29); at 0xA8, in the publisher's sealed copy only, the subscriber
+    /// bits holding the frame (D33); the rest reserved, zero.
     pub reserved_b: [u8; 48],
 }
 
@@ -184,8 +185,7 @@ pub struct SharedHeader {
     /// Extension (spec: reserved_b): non-zero while the publisher sleeps on
     /// `ack_futex` (subscribers wake it only then).
     pub publisher_waiting: u32,
-    /// Extension (rest of spec reserved_b): `busy_slots` (u64 at 0x0E0,
-    /// D33, sealed copy only); the publisher's `ack_waits` 0x0E8,
+    /// Extension (rest of spec reserved_b): zero at 0x0E0; the publisher's `ack_waits` 0x0E8,
     /// `ack_wait_ns` 0x0F0 and `ack_timeouts` 0x0F8 (D35).
     pub reserved_b: [u8; 32],
     /// Always 16 descriptors; `ring_size` are live (D1).
@@ -488,9 +488,6 @@ pub(crate) mod offsets {
     pub const ACK_FUTEX: usize = offset_of!(SharedHeader, ack_futex);
     /// Extension: the publisher-is-sleeping flag (u32).
     pub const PUBLISHER_WAITING: usize = offset_of!(SharedHeader, publisher_waiting);
-    /// Extension (D33): slots owed an ACK when the last frame was published
-    /// (u64, the first word of the spec's `reserved_b` rest).
-    pub const BUSY_SLOTS: usize = offset_of!(SharedHeader, reserved_b);
     /// Extension (D35): the publisher's own counters, in both copies:
     /// strict-wait publishes that waited, ns spent waiting, subscribers
     /// dropped for their ACK timeout.
@@ -530,6 +527,9 @@ pub(crate) mod offsets {
     pub const SLOT_SIDE_DATA: usize = offset_of!(SlotDescriptor, side_data_len);
     /// Extension (D29): three u64 words of frame properties.
     pub const SLOT_PROPS: usize = offset_of!(SlotDescriptor, reserved_b);
+    /// Extension (D33): the subscriber bits that took the slot's frame and
+    /// have not released it, as the publisher counts them (sealed copy only).
+    pub const SLOT_HOLDERS: usize = offset_of!(SlotDescriptor, reserved_b) + 24;
 
     pub const fn subscriber(bit: usize) -> usize {
         offset_of!(SharedHeader, subscribers) + bit * size_of::<SubscriberSlot>()
