@@ -123,7 +123,7 @@ fn live_header_is_byte_exact() {
     assert_eq!(u32_at(&b, 0xDC), 0, "extension publisher_waiting: not waiting");
     assert!(
         zero(&b, 0xE0..0x100),
-        "held_count (sealed copy only) and the publisher's counters (none waited yet)"
+        "a zero word and the publisher's counters (none waited yet)"
     );
     // Slots at 0x100, 192 bytes each; seq s lives in slot s % ring.
     for seq in 1..=3u64 {
