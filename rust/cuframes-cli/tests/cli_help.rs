@@ -32,6 +32,7 @@ const CHOICES: &[(&str, &[Choice])] = &[
                 "nv12",
             ),
             ("--policy", &["drop_oldest", "strict_wait"], "drop_oldest"),
+            ("--v1-peers", &["refuse", "same_user", "allow"], "same_user"),
             ("--cuda-share", &["auto", "fd", "ipc"], "auto"),
         ],
     ),
@@ -61,6 +62,8 @@ const CHOICES: &[(&str, &[Choice])] = &[
         ],
     ),
     ("top", &[]),
+    ("exporter", &[]),
+    ("health", &[]),
 ];
 
 /// Defaults shared with the FFmpeg components, as help shows them.
@@ -73,6 +76,9 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
     ("subscribe", "--read-ahead", "32"),
     ("subscribe", "--wait-timeout", "0s"),
     ("top", "--interval", "1s"),
+    ("exporter", "--listen", "127.0.0.1:9477"),
+    ("exporter", "--interval", "15s"),
+    ("health", "--max-age", "2s"),
 ];
 
 /// The section of `help` about one option: from its line to the next option's.
@@ -241,7 +247,7 @@ fn completions_and_manual_pages_come_from_the_same_definition() {
         .collect();
     assert_eq!(
         pages.len(),
-        8,
+        10,
         "one page per visible command, none for hidden ones: {pages:?}"
     );
     let publish = std::fs::read_to_string(dir.path().join("cuframes-publish.1")).unwrap();
