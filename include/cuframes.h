@@ -747,6 +747,76 @@ typedef struct cuframes_key_info {
 #define CUFRAMES_FORMAT_RGB0 10
 
 /**
+ * 12-bit 4:2:0 in 16-bit LE samples (value in the high 12 bits, low 4
+ * zero), Y plane then interleaved UV plane (FFmpeg's `p012le`).
+ */
+#define CUFRAMES_FORMAT_P012 11
+
+/**
+ * 8-bit 4:2:2, Y plane then interleaved UV plane of full height (`nv16`).
+ */
+#define CUFRAMES_FORMAT_NV16 12
+
+/**
+ * 10-bit 4:2:2 in 16-bit LE samples (value in the high 10 bits), Y plane
+ * then interleaved UV plane of full height (`p210le`).
+ */
+#define CUFRAMES_FORMAT_P210 13
+
+/**
+ * 12-bit 4:2:2 in 16-bit LE samples (value in the high 12 bits), as P210
+ * (`p212le`).
+ */
+#define CUFRAMES_FORMAT_P212 14
+
+/**
+ * 16-bit 4:2:2 (LE, full 16 bits), as P210 (`p216le`).
+ */
+#define CUFRAMES_FORMAT_P216 15
+
+/**
+ * 8-bit 4:2:2, three planes Y, U, V; U and V half width, full height
+ * (`yuv422p`).
+ */
+#define CUFRAMES_FORMAT_YUV422P 16
+
+/**
+ * 10-bit 4:2:0 in 16-bit LE samples (value in the LOW 10 bits), three
+ * planes Y, U, V (`yuv420p10le`).
+ */
+#define CUFRAMES_FORMAT_YUV420P10 17
+
+/**
+ * 10-bit 4:2:2 in 16-bit LE samples (value in the low 10 bits), three
+ * planes Y, U, V (`yuv422p10le`).
+ */
+#define CUFRAMES_FORMAT_YUV422P10 18
+
+/**
+ * 10-bit 4:4:4 in 16-bit LE samples (value in the low 10 bits), three
+ * full-size planes (`yuv444p10le`).
+ */
+#define CUFRAMES_FORMAT_YUV444P10 19
+
+/**
+ * 10-bit 4:4:4 in 16-bit LE samples (value in the HIGH 10 bits, low 6
+ * zero), three full-size planes (`yuv444p10msble`).
+ */
+#define CUFRAMES_FORMAT_YUV444P10MSB 20
+
+/**
+ * 12-bit 4:4:4 in 16-bit LE samples (value in the high 12 bits, low 4
+ * zero), three full-size planes (`yuv444p12msble`).
+ */
+#define CUFRAMES_FORMAT_YUV444P12MSB 21
+
+/**
+ * 8-bit 4:2:0 with alpha: four planes Y, U, V, A; A full size, at Y's pitch
+ * (`yuva420p`).
+ */
+#define CUFRAMES_FORMAT_YUVA420P 22
+
+/**
  * CUDA when a driver and device are usable, host memory otherwise (requests only).
  */
 #define CUFRAMES_MEMORY_AUTO 0

@@ -240,7 +240,7 @@ static int round_trip(cuframes_format format) {
         if (verify_frame(&info, format, width, height) != 0) {
             return 1;
         }
-        CHECK(info.pitches[0] == pinfo.pitches[0] && info.pitches[1] == pinfo.pitches[1]);
+        CHECK(memcmp(info.pitches, pinfo.pitches, sizeof info.pitches) == 0);
         CHECK_OK(cuframes_frame_is_intact(frame));
         CHECK_OK(cuframes_frame_release(frame));
     }
@@ -264,6 +264,38 @@ static int test_round_trip_yuv444p(void) { return round_trip(CUFRAMES_FORMAT_YUV
 static int test_round_trip_yuv444p16(void) { return round_trip(CUFRAMES_FORMAT_YUV444P16); }
 static int test_round_trip_packed_rgb(void) {
     return round_trip(CUFRAMES_FORMAT_RGBA) || round_trip(CUFRAMES_FORMAT_BGR0) || round_trip(CUFRAMES_FORMAT_RGB0);
+}
+
+/* The formats of FFmpeg 8.1/9.0's NVDEC and CUDA frames (D36), 11..22. */
+static int test_round_trip_d36_formats(void) {
+    static const cuframes_format formats[] = {
+        CUFRAMES_FORMAT_P012,      CUFRAMES_FORMAT_NV16,         CUFRAMES_FORMAT_P210,
+        CUFRAMES_FORMAT_P212,      CUFRAMES_FORMAT_P216,         CUFRAMES_FORMAT_YUV422P,
+        CUFRAMES_FORMAT_YUV420P10, CUFRAMES_FORMAT_YUV422P10,    CUFRAMES_FORMAT_YUV444P10,
+        CUFRAMES_FORMAT_YUV444P10MSB, CUFRAMES_FORMAT_YUV444P12MSB, CUFRAMES_FORMAT_YUVA420P,
+    };
+    size_t i;
+    for (i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        CHECK(formats[i] == 11 + i);
+        if (round_trip(formats[i]) != 0) {
+            fprintf(stderr, "format %u\n", (unsigned)formats[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* YUVA420P's alpha plane, the size of Y, lies at Y's pitch after V. */
+static int test_yuva420p_alpha_takes_pitch_y(void) {
+    cuframes_frame_layout layout;
+    CHECK_OK(cuframes_frame_layout_get(CUFRAMES_FORMAT_YUVA420P, 300, 17, SIZED(layout)));
+    CHECK(layout.plane_count == 4);
+    CHECK(layout.pitches[0] == 512 && layout.pitches[3] == 512);
+    CHECK(layout.pitches[1] == 256 && layout.pitches[2] == 256);
+    CHECK(layout.row_bytes[3] == 300 && layout.rows[3] == 17 && layout.rows[1] == 9);
+    CHECK(layout.offsets[3] == 512 * 17 + 2 * 256 * 9);
+    CHECK(layout.frame_size == 2 * 512 * 17 + 2 * 256 * 9);
+    return 0;
 }
 
 /* ---- waiting, overwrites, lifetimes ------------------------------------- */
@@ -888,6 +920,8 @@ int main(int argc, char **argv) {
         {"round_trip_yuv444p", test_round_trip_yuv444p},
         {"round_trip_yuv444p16", test_round_trip_yuv444p16},
         {"round_trip_packed_rgb", test_round_trip_packed_rgb},
+        {"round_trip_d36_formats", test_round_trip_d36_formats},
+        {"yuva420p_alpha_takes_pitch_y", test_yuva420p_alpha_takes_pitch_y},
         {"next_timeout_on_empty_ring", test_next_timeout_on_empty_ring},
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
         {"auto_copy_holds_more_than_the_ring", test_auto_copy_holds_more_than_the_ring},
