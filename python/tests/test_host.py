@@ -714,3 +714,59 @@ def test_yuva420p_planes(key):
                 assert [p.shape for p in frame.planes] == [(17, 33), (9, 17), (9, 17), (17, 33)]
                 assert frame.planes[3].pitch == frame.planes[0].pitch  # the alpha plane takes pitch_y
                 assert pattern.check_frame(frame)
+
+
+# --- the library's messages in logging --------------------------------------------
+
+
+def plant_stale_socket(runtime_dir, key):
+    """What a crashed publisher of ``key`` leaves: a socket nobody listens on.
+    The next publisher removes it, with a warning."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(os.path.join(runtime_dir, key + ".sock"))
+    s.close()
+
+
+def test_library_warnings_reach_logging(caplog, runtime_dir, key):
+    import logging
+
+    plant_stale_socket(runtime_dir, key)
+    with caplog.at_level(logging.INFO, logger="cuframes"):
+        with host_publisher(key):
+            pass
+    said = [r for r in caplog.records if r.name == "cuframes"]
+    assert len(said) == 1, said
+    assert said[0].levelno == logging.WARNING
+    assert said[0].getMessage().startswith("key '%s': removed what a publisher that is gone left behind: " % key)
+    assert os.path.join(runtime_dir, key + ".sock") in said[0].getMessage()
+
+
+def test_library_log_level_and_stderr(caplog, capfd, runtime_dir, key):
+    import logging
+
+    try:
+        cuframes.set_log_level("error")
+        plant_stale_socket(runtime_dir, key)
+        with caplog.at_level(logging.DEBUG, logger="cuframes"):
+            host_publisher(key).close()
+        assert not [r for r in caplog.records if r.name == "cuframes"]
+    finally:
+        cuframes.set_log_level(logging.INFO)
+    with pytest.raises(cuframes.InvalidArgumentError):
+        cuframes.set_log_level("loud")
+
+    capfd.readouterr()
+    cuframes.log_to_python(False)
+    try:
+        plant_stale_socket(runtime_dir, key)
+        host_publisher(key).close()
+        err = capfd.readouterr().err
+    finally:
+        cuframes.log_to_python()
+    assert "cuframes: key '%s': removed what a publisher that is gone left behind" % key in err
+    plant_stale_socket(runtime_dir, key)
+    with caplog.at_level(logging.WARNING, logger="cuframes"):
+        host_publisher(key).close()
+    assert [r for r in caplog.records if r.name == "cuframes"], "back in logging"
