@@ -82,6 +82,19 @@ typedef struct cuframes_subscriber cuframes_subscriber;
 typedef int32_t cuframes_status;
 
 /**
+ * How much a message matters (`CUFRAMES_LOG_*`; the numbers never change).
+ */
+typedef uint32_t cuframes_log_level;
+
+/**
+ * A sink for the library's messages: called with the `opaque` pointer it
+ * was registered with, the level, and the message: one line, NUL-terminated,
+ * without a trailing newline, valid only during the call. May be called
+ * from any thread, concurrently; must not call cuframes functions.
+ */
+typedef void (*cuframes_log_callback)(void *opaque, cuframes_log_level level, const char *message);
+
+/**
  * Pixel format of a stream (`CUFRAMES_FORMAT_*`; the wire numbers).
  */
 typedef uint32_t cuframes_format;
@@ -253,6 +266,18 @@ typedef struct cuframes_publisher_config {
      * 0.3, so older callers get the default.)
      */
     cuframes_v1_peers v1_peers;
+    /**
+     * Where this publisher's messages go (from its calls and its control
+     * thread), with `log_opaque`; never called once
+     * `cuframes_publisher_destroy` has returned. init: NULL = the process's
+     * sink (`cuframes_set_log_callback`). New in 0.3: older callers'
+     * smaller struct_size means NULL.
+     */
+    cuframes_log_callback log_callback;
+    /**
+     * Passed to `log_callback` as it is.
+     */
+    void *log_opaque;
 } cuframes_publisher_config;
 
 /**
@@ -485,6 +510,18 @@ typedef struct cuframes_subscriber_config {
      * thread. Ignored under STRICT_WAIT (the publisher waits instead).
      */
     uint32_t read_ahead;
+    /**
+     * Where this subscriber's messages go (from its calls and its
+     * read-ahead thread), with `log_opaque`; never called once
+     * `cuframes_subscriber_destroy` has returned (messages of its frames go
+     * to the process's sink). init: NULL = the process's sink. New in 0.3:
+     * older callers' smaller struct_size means NULL.
+     */
+    cuframes_log_callback log_callback;
+    /**
+     * Passed to `log_callback` as it is.
+     */
+    void *log_opaque;
 } cuframes_subscriber_config;
 
 /**
@@ -696,6 +733,26 @@ typedef struct cuframes_key_info {
 #define CUFRAMES_ERR_INTERNAL -15
 
 /**
+ * Something failed; the call that failed reports it too.
+ */
+#define CUFRAMES_LOG_ERROR 0
+
+/**
+ * It worked, but not the way asked or expected (a fallback, a skipped file).
+ */
+#define CUFRAMES_LOG_WARNING 1
+
+/**
+ * Worth knowing once (what was chosen). The default maximum level.
+ */
+#define CUFRAMES_LOG_INFO 2
+
+/**
+ * Detail for debugging.
+ */
+#define CUFRAMES_LOG_DEBUG 3
+
+/**
  * 8-bit 4:2:0, Y plane then interleaved UV plane (NVDEC's native output).
  */
 #define CUFRAMES_FORMAT_NV12 1
@@ -745,6 +802,76 @@ typedef struct cuframes_key_info {
  * 8-bit packed R, G, B, padding; one plane.
  */
 #define CUFRAMES_FORMAT_RGB0 10
+
+/**
+ * 12-bit 4:2:0 in 16-bit LE samples (value in the high 12 bits, low 4
+ * zero), Y plane then interleaved UV plane (FFmpeg's `p012le`).
+ */
+#define CUFRAMES_FORMAT_P012 11
+
+/**
+ * 8-bit 4:2:2, Y plane then interleaved UV plane of full height (`nv16`).
+ */
+#define CUFRAMES_FORMAT_NV16 12
+
+/**
+ * 10-bit 4:2:2 in 16-bit LE samples (value in the high 10 bits), Y plane
+ * then interleaved UV plane of full height (`p210le`).
+ */
+#define CUFRAMES_FORMAT_P210 13
+
+/**
+ * 12-bit 4:2:2 in 16-bit LE samples (value in the high 12 bits), as P210
+ * (`p212le`).
+ */
+#define CUFRAMES_FORMAT_P212 14
+
+/**
+ * 16-bit 4:2:2 (LE, full 16 bits), as P210 (`p216le`).
+ */
+#define CUFRAMES_FORMAT_P216 15
+
+/**
+ * 8-bit 4:2:2, three planes Y, U, V; U and V half width, full height
+ * (`yuv422p`).
+ */
+#define CUFRAMES_FORMAT_YUV422P 16
+
+/**
+ * 10-bit 4:2:0 in 16-bit LE samples (value in the LOW 10 bits), three
+ * planes Y, U, V (`yuv420p10le`).
+ */
+#define CUFRAMES_FORMAT_YUV420P10 17
+
+/**
+ * 10-bit 4:2:2 in 16-bit LE samples (value in the low 10 bits), three
+ * planes Y, U, V (`yuv422p10le`).
+ */
+#define CUFRAMES_FORMAT_YUV422P10 18
+
+/**
+ * 10-bit 4:4:4 in 16-bit LE samples (value in the low 10 bits), three
+ * full-size planes (`yuv444p10le`).
+ */
+#define CUFRAMES_FORMAT_YUV444P10 19
+
+/**
+ * 10-bit 4:4:4 in 16-bit LE samples (value in the HIGH 10 bits, low 6
+ * zero), three full-size planes (`yuv444p10msble`).
+ */
+#define CUFRAMES_FORMAT_YUV444P10MSB 20
+
+/**
+ * 12-bit 4:4:4 in 16-bit LE samples (value in the high 12 bits, low 4
+ * zero), three full-size planes (`yuv444p12msble`).
+ */
+#define CUFRAMES_FORMAT_YUV444P12MSB 21
+
+/**
+ * 8-bit 4:2:0 with alpha: four planes Y, U, V, A; A full size, at Y's pitch
+ * (`yuva420p`).
+ */
+#define CUFRAMES_FORMAT_YUVA420P 22
 
 /**
  * CUDA when a driver and device are usable, host memory otherwise (requests only).
@@ -911,6 +1038,28 @@ uint32_t cuframes_protocol_version(void);
 cuframes_status cuframes_validate_key(const char *key);
 
 /**
+ * Sets the process's sink for the library's messages: `callback` with
+ * `opaque`, or, for NULL, standard error (`cuframes: <message>`, the
+ * default). Messages of a publisher or subscriber whose config names its
+ * own `log_callback` go there instead. Once this returns, the previous
+ * callback is not called again (calls in progress on other threads have
+ * returned). Always `CUFRAMES_OK`.
+ *
+ * # Safety
+ *
+ * `callback` is NULL or a function that may be called as
+ * `cuframes_log_callback` says, from any thread, until it is replaced.
+ */
+cuframes_status cuframes_set_log_callback(cuframes_log_callback callback, void *opaque);
+
+/**
+ * Messages less important than `max_level` are not produced at all, for
+ * every sink (init: `CUFRAMES_LOG_INFO`). `INVALID_ARGUMENT` for a number
+ * that is no `cuframes_log_level`.
+ */
+cuframes_status cuframes_set_log_level(cuframes_log_level max_level);
+
+/**
  * The slot layout a publisher of `format`, `width` x `height` uses:
  * allocate each EXTERNAL slot (`cuframes_publisher_config.external_slots`)
  * with at least `frame_size` bytes and write planes at these offsets and
@@ -930,7 +1079,8 @@ cuframes_status cuframes_frame_layout_get(cuframes_format format,
  * `struct_size` = `size`, key, format, size NULL/0 (to be set), ring_size
  * 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0, CUDA
  * context and stream NULL, runtime_dir NULL, external_slots NULL, group
- * NULL, cuda_device -1, startup_timeout_ms 10000, cuda_share AUTO; bytes
+ * NULL, cuda_device -1, startup_timeout_ms 10000, cuda_share AUTO,
+ * v1_peers SAME_USER, log_callback and log_opaque NULL; bytes
  * past the fields this library knows (a newer header's) zero. Call it
  * through the header's `cuframes_publisher_config_init(config)`, which
  * passes `sizeof *config`. `INVALID_ARGUMENT` (nothing written) for NULL or
@@ -1115,7 +1265,8 @@ uint32_t cuframes_publisher_subscriber_count(const struct cuframes_publisher *pu
  * Shuts the publisher down: subscribers get SHUTDOWN (their next
  * `cuframes_subscriber_next` returns `DISCONNECTED`), the key's socket and
  * shared memory are removed, and the handle is freed. NULL is ignored.
- * Frames still leased by subscribers stay readable until released.
+ * Frames still leased by subscribers stay readable until released. Once
+ * this returns, the publisher's `log_callback` is not called again.
  *
  * # Safety
  *
@@ -1127,7 +1278,8 @@ void cuframes_publisher_destroy(struct cuframes_publisher *publisher);
  * Fills `config`, a struct of `size` bytes, with the defaults:
  * `struct_size` = `size`, key and name NULL, mode SEQUENTIAL,
  * connect_timeout_ms 30000, CUDA context and stream NULL, cuda_device -1,
- * runtime_dir NULL, copy NEVER, read_ahead 0; bytes past the fields this
+ * runtime_dir NULL, copy NEVER, read_ahead 0, log_callback and log_opaque
+ * NULL; bytes past the fields this
  * library knows (a newer header's) zero. Call it through the header's
  * `cuframes_subscriber_config_init(config)`, which passes `sizeof *config`.
  * `INVALID_ARGUMENT` (nothing written) for NULL or a `size` that is no
@@ -1197,7 +1349,9 @@ cuframes_status cuframes_subscriber_get_stats(const struct cuframes_subscriber *
 
 /**
  * Leaves the publisher (UNSUBSCRIBE) and frees the handle. NULL is ignored.
- * Frames it handed out stay valid until each is released.
+ * Frames it handed out stay valid until each is released. Once this
+ * returns, the subscriber's `log_callback` is not called again (messages
+ * about its frames go to the process's sink).
  *
  * # Safety
  *

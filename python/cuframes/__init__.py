@@ -20,6 +20,9 @@ package's directory, the dynamic linker (``LD_LIBRARY_PATH``, ldconfig),
 ``pkg-config cuframes``, a source checkout's ``target/`` or
 ``/usr/local/lib`` and ``/opt/cuframes/lib``; ``LibraryNotFoundError`` (an
 ``ImportError``) lists what was tried.
+
+The library's messages go to ``logging.getLogger("cuframes")``;
+``cuframes.log_to_python(False)`` sends them to standard error instead.
 """
 
 from ._errors import (
@@ -43,6 +46,7 @@ from ._errors import (
     UnsupportedError,
 )
 from ._lib import library_path, version as library_version
+from ._log import log_to_python, set_log_level
 from ._formats import FORMATS
 from ._frame import Frame, Plane
 from ._subscriber import StreamInfo, Subscriber, SubscriberStats
@@ -99,5 +103,7 @@ __all__ = [
     "UnsupportedError",
     "library_path",
     "library_version",
+    "log_to_python",
+    "set_log_level",
     "validate_key",
 ]

@@ -438,7 +438,8 @@ class Frame:
 
     @property
     def planes(self) -> Tuple[Plane, ...]:
-        """The planes: Y, UV (nv12, p010, p016); Y, U, V (yuv420p, yuv444p, yuv444p16); one packed plane (bgra, rgba, bgr0, rgb0)."""
+        """The planes: Y, UV (nv12, nv16, p010, p012, p016, p210, p212, p216); Y, U, V (the yuv4xxp
+        formats); Y, U, V, A (yuva420p); one packed plane (bgra, rgba, bgr0, rgb0)."""
         self._check()
         assert self._planes is not None
         return self._planes

@@ -30,6 +30,10 @@ c_format = ctypes.c_uint32
 c_memory = ctypes.c_uint32
 c_policy = ctypes.c_uint32
 c_mode = ctypes.c_uint32
+c_log_level = ctypes.c_uint32
+
+# cuframes_log_callback: (opaque, level, message) -> void.
+LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_log_level, ctypes.c_char_p)
 
 
 class _Sized(ctypes.Structure):
@@ -62,6 +66,8 @@ class PublisherConfig(_Sized):
         ("startup_timeout_ms", ctypes.c_uint32),
         ("cuda_share", ctypes.c_uint32),
         ("v1_peers", ctypes.c_uint32),
+        ("log_callback", LOG_CALLBACK),
+        ("log_opaque", ctypes.c_void_p),
     ]
 
 
@@ -108,6 +114,8 @@ class SubscriberConfig(_Sized):
         ("runtime_dir", ctypes.c_char_p),
         ("copy", ctypes.c_uint32),
         ("read_ahead", ctypes.c_uint32),
+        ("log_callback", LOG_CALLBACK),
+        ("log_opaque", ctypes.c_void_p),
     ]
 
 
@@ -171,6 +179,8 @@ _PROTOTYPES = {
     "cuframes_version": (ctypes.c_char_p, []),
     "cuframes_protocol_version": (ctypes.c_uint32, []),
     "cuframes_validate_key": (c_status, [ctypes.c_char_p]),
+    "cuframes_set_log_callback": (c_status, [LOG_CALLBACK, ctypes.c_void_p]),
+    "cuframes_set_log_level": (c_status, [c_log_level]),
     "cuframes_publisher_config_init_sized": (c_status, [_P(PublisherConfig), ctypes.c_size_t]),
     "cuframes_publisher_create": (c_status, [_P(PublisherConfig), _P(handle)]),
     "cuframes_publisher_get_info": (c_status, [handle, _P(StreamInfo)]),
@@ -314,8 +324,8 @@ def _check_layout() -> None:
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return
     expected = {
-        PublisherConfig: 112,
-        SubscriberConfig: 72,
+        PublisherConfig: 128,
+        SubscriberConfig: 88,
         StreamInfo: 88,
         Slot: 80,
         SubscriberStats: 64,

@@ -126,7 +126,8 @@ class Publisher:
         pub = cuframes.Publisher("cam1", "nv12", 1920, 1080, memory="cuda")
         pub.publish([y, uv])        # torch/CuPy CUDA tensors or NumPy arrays
 
-    ``format``: ``"nv12"``, ``"yuv420p"``, ``"p010"``, ``"bgra"``, ``"p016"``, ``"yuv444p"``, ``"yuv444p16"``, ``"rgba"``, ``"bgr0"`` or ``"rgb0"``;
+    ``format``: a name of ``cuframes.FORMATS`` (``"nv12"``, ``"p010"``, ``"yuv444p10msb"``, ...;
+    FFmpeg's ``"p010le"`` spelling too);
     ``memory``: ``"auto"`` (CUDA when a driver and device are usable),
     ``"host"`` or ``"cuda"``; ``policy``: ``"drop_oldest"`` (never wait)
     or ``"strict_wait"`` (wait up to ``ack_timeout`` seconds for every

@@ -4,8 +4,11 @@
 Byte ``x`` of row ``y`` of plane ``p`` in frame ``f`` (frame index = seq - 1)::
 
     8-bit formats:                  (x + 3*y + 7*f + 61*p) mod 256
-    p010 (16-bit LE, s = x // 2):   ((s + 3*y + 7*f + 61*p) mod 1024) << 6
-    p016, yuv444p16 (16-bit LE):    (s + 3*y + 7*f + 61*p) mod 65536
+    16-bit LE samples, s = x // 2:  ((s + 3*y + 7*f + 61*p) mod 2**d) << k
+      p010, p210, yuv444p10msb:         d = 10, k = 6 (high bits)
+      p012, p212, yuv444p12msb:         d = 12, k = 4 (high bits)
+      yuv420p10, yuv422p10, yuv444p10:  d = 10, k = 0 (low bits)
+      p016, p216, yuv444p16:            d = 16, k = 0
 
 Only the picture bytes of each row are defined, not pitch padding.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from ._formats import format_code, geometry
+from ._formats import SAMPLE_BITS, format_code, geometry
 
 
 def _numpy() -> Any:
@@ -30,9 +33,10 @@ def plane_rows(format: str, frame: int, plane: int, rows: int, row_bytes: int) -
     np = _numpy()
     y = np.arange(rows, dtype=np.int64)[:, None]
     base = 3 * y + 7 * frame + 61 * plane
-    sixteen = {3: (1024, 6), 5: (65536, 0), 7: (65536, 0)}.get(format_code(format))  # p010, p016, yuv444p16
+    sixteen = SAMPLE_BITS.get(format_code(format))
     if sixteen:
-        modulus, shift = sixteen
+        depth, shift = sixteen
+        modulus = 1 << depth
         s = np.arange(row_bytes // 2, dtype=np.int64)[None, :]
         samples = (((s + base) % modulus) << shift).astype("<u2")
         return samples.view(np.uint8).reshape(rows, row_bytes)

@@ -14,7 +14,9 @@ import pytest
 import cuframes
 from cuframes import _dlpack, pattern
 
-FORMATS = ["nv12", "yuv420p", "p010", "bgra", "p016", "yuv444p", "yuv444p16", "rgba", "bgr0", "rgb0"]
+FORMATS = ["nv12", "yuv420p", "p010", "bgra", "p016", "yuv444p", "yuv444p16", "rgba", "bgr0", "rgb0",
+           "p012", "nv16", "p210", "p212", "p216", "yuv422p", "yuv420p10", "yuv422p10", "yuv444p10",
+           "yuv444p10msb", "yuv444p12msb", "yuva420p"]
 
 
 def inspect(cli, key):
@@ -649,3 +651,122 @@ def test_ctypes_structs_carry_their_size(key):
         status = _lib.lib.cuframes_publisher_get_info(pub._live(), ctypes.byref(raw))
         with pytest.raises(cuframes.InvalidArgumentError, match="struct_size is 0"):
             _lib.check(status)
+
+
+# --- the format table ------------------------------------------------------------
+
+
+def test_format_table_is_the_library_s():
+    """Every wire number 1..22 under its name, FFmpeg's spelling accepted, and
+    each plane's geometry (at an odd size) what libcuframes lays out."""
+    import ctypes
+
+    from cuframes import _formats, _lib
+
+    assert [cuframes.FORMATS[name] for name in FORMATS] == list(range(1, 23))
+
+    class Layout(ctypes.Structure):  # cuframes_frame_layout
+        _fields_ = [("struct_size", ctypes.c_uint32), ("plane_count", ctypes.c_uint32),
+                    ("offsets", ctypes.c_size_t * 4), ("pitches", ctypes.c_size_t * 4),
+                    ("row_bytes", ctypes.c_size_t * 4), ("rows", ctypes.c_uint32 * 4),
+                    ("frame_size", ctypes.c_size_t)]
+
+    get = _lib.lib.cuframes_frame_layout_get
+    get.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(Layout)]
+    get.restype = ctypes.c_int32
+    for name, code in cuframes.FORMATS.items():
+        layout = Layout(struct_size=ctypes.sizeof(Layout))
+        _lib.check(get(code, 33, 17, ctypes.byref(layout)))
+        planes = _formats.geometry(code, 33, 17)
+        assert layout.plane_count == len(planes), name
+        for p, geo in enumerate(planes):
+            assert (layout.row_bytes[p], layout.rows[p]) == (geo.row_bytes, geo.rows), (name, p)
+    for ffmpeg, ours in [("p010le", "p010"), ("P012LE", "p012"), ("yuv420p10le", "yuv420p10"),
+                         ("yuv444p10msble", "yuv444p10msb"), ("nv16", "nv16")]:
+        assert _formats.format_code(ffmpeg) == cuframes.FORMATS[ours]
+    with pytest.raises(cuframes.InvalidArgumentError):
+        _formats.format_code("yuva420ple")
+
+
+@pytest.mark.parametrize("fmt, dtype, bits, shift", [
+    ("p012", "uint16", 12, 4), ("yuv444p10msb", "uint16", 10, 6), ("yuv444p12msb", "uint16", 12, 4),
+    ("yuv420p10", "uint16", 10, 0), ("yuv422p10", "uint16", 10, 0), ("yuv444p10", "uint16", 10, 0),
+    ("p210", "uint16", 10, 6), ("p216", "uint16", 16, 0), ("nv16", "uint8", 8, 0),
+])
+def test_pattern_samples_keep_to_the_format_s_bits(fmt, dtype, bits, shift):
+    significant = ((1 << bits) - 1) << shift
+    unused = (0xFFFF if dtype == "uint16" else 0xFF) & ~significant
+    seen = 0
+    for plane in pattern.planes(fmt, 4096, 8, 5):  # rows of 2048 samples or more: every 8-12 bit value
+        assert plane.dtype == np.dtype(dtype), fmt
+        values = plane.astype(np.uint32)
+        assert not np.any(values & unused), "%s sets bits outside its %d << %d" % (fmt, bits, shift)
+        seen |= int(np.bitwise_or.reduce(values, axis=None))
+    if bits <= 12:
+        assert seen == significant, fmt
+
+
+def test_yuva420p_planes(key):
+    with host_publisher(key, "yuva420p", 33, 17) as pub:
+        with cuframes.Subscriber(key, timeout=10) as sub:
+            pub.publish(pattern.planes("yuva420p", 33, 17, 0))
+            with sub.next() as frame:
+                assert [p.shape for p in frame.planes] == [(17, 33), (9, 17), (9, 17), (17, 33)]
+                assert frame.planes[3].pitch == frame.planes[0].pitch  # the alpha plane takes pitch_y
+                assert pattern.check_frame(frame)
+
+
+# --- the library's messages in logging --------------------------------------------
+
+
+def plant_stale_socket(runtime_dir, key):
+    """What a crashed publisher of ``key`` leaves: a socket nobody listens on.
+    The next publisher removes it, with a warning."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(os.path.join(runtime_dir, key + ".sock"))
+    s.close()
+
+
+def test_library_warnings_reach_logging(caplog, runtime_dir, key):
+    import logging
+
+    plant_stale_socket(runtime_dir, key)
+    with caplog.at_level(logging.INFO, logger="cuframes"):
+        with host_publisher(key):
+            pass
+    said = [r for r in caplog.records if r.name == "cuframes"]
+    assert len(said) == 1, said
+    assert said[0].levelno == logging.WARNING
+    assert said[0].getMessage().startswith("key '%s': removed what a publisher that is gone left behind: " % key)
+    assert os.path.join(runtime_dir, key + ".sock") in said[0].getMessage()
+
+
+def test_library_log_level_and_stderr(caplog, capfd, runtime_dir, key):
+    import logging
+
+    try:
+        cuframes.set_log_level("error")
+        plant_stale_socket(runtime_dir, key)
+        with caplog.at_level(logging.DEBUG, logger="cuframes"):
+            host_publisher(key).close()
+        assert not [r for r in caplog.records if r.name == "cuframes"]
+    finally:
+        cuframes.set_log_level(logging.INFO)
+    with pytest.raises(cuframes.InvalidArgumentError):
+        cuframes.set_log_level("loud")
+
+    capfd.readouterr()
+    cuframes.log_to_python(False)
+    try:
+        plant_stale_socket(runtime_dir, key)
+        host_publisher(key).close()
+        err = capfd.readouterr().err
+    finally:
+        cuframes.log_to_python()
+    assert "cuframes: key '%s': removed what a publisher that is gone left behind" % key in err
+    plant_stale_socket(runtime_dir, key)
+    with caplog.at_level(logging.WARNING, logger="cuframes"):
+        host_publisher(key).close()
+    assert [r for r in caplog.records if r.name == "cuframes"], "back in logging"

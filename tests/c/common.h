@@ -174,6 +174,44 @@ static inline uint32_t geometry(cuframes_format format, uint32_t width, uint32_t
             planes[p].row_bytes = bytes * width, planes[p].rows = height;
         return 3;
     }
+#ifdef CUFRAMES_FORMAT_YUVA420P /* the formats of 0.3 (D36); not in tests/c/abi's header */
+    case CUFRAMES_FORMAT_P012:
+        planes[0].row_bytes = 2 * (size_t)width, planes[0].rows = height;
+        planes[1].row_bytes = 4 * cw, planes[1].rows = ch;
+        return 2;
+    case CUFRAMES_FORMAT_NV16:
+        planes[0].row_bytes = width, planes[0].rows = height;
+        planes[1].row_bytes = 2 * cw, planes[1].rows = height;
+        return 2;
+    case CUFRAMES_FORMAT_P210:
+    case CUFRAMES_FORMAT_P212:
+    case CUFRAMES_FORMAT_P216:
+        planes[0].row_bytes = 2 * (size_t)width, planes[0].rows = height;
+        planes[1].row_bytes = 4 * cw, planes[1].rows = height;
+        return 2;
+    case CUFRAMES_FORMAT_YUV422P:
+    case CUFRAMES_FORMAT_YUV420P10:
+    case CUFRAMES_FORMAT_YUV422P10: {
+        size_t bytes = format == CUFRAMES_FORMAT_YUV422P ? 1 : 2;
+        size_t chroma_rows = format == CUFRAMES_FORMAT_YUV420P10 ? ch : height;
+        planes[0].row_bytes = bytes * width, planes[0].rows = height;
+        for (int p = 1; p < 3; p++)
+            planes[p].row_bytes = bytes * cw, planes[p].rows = chroma_rows;
+        return 3;
+    }
+    case CUFRAMES_FORMAT_YUV444P10:
+    case CUFRAMES_FORMAT_YUV444P10MSB:
+    case CUFRAMES_FORMAT_YUV444P12MSB:
+        for (int p = 0; p < 3; p++)
+            planes[p].row_bytes = 2 * (size_t)width, planes[p].rows = height;
+        return 3;
+    case CUFRAMES_FORMAT_YUVA420P:
+        planes[0].row_bytes = width, planes[0].rows = height;
+        planes[1].row_bytes = cw, planes[1].rows = ch;
+        planes[2].row_bytes = cw, planes[2].rows = ch;
+        planes[3].row_bytes = width, planes[3].rows = height;
+        return 4;
+#endif
     default:
         return 0;
     }

@@ -5,7 +5,10 @@
  * that carries struct_size, not against include/cuframes.h (whose include
  * guard it shares, so common.h's #include <cuframes.h> adds nothing: keep
  * common.h and fixture.h to the 0.2.0 API), and linked with the library
- * being tested.
+ * being tested. Its configs are smaller than the library's since 0.3
+ * appended log_callback and log_opaque: they work, with messages going to
+ * the process's sink (test_capi's log_fields_past_an_old_struct_size sees
+ * where those go).
  * Then structs that lack the first layout's fields: refused, untouched.
  * (A struct longer than the library's, from a newer header, is test_capi's
  * newer_header_structs.) Compiles as C99 and as C++.

@@ -7,6 +7,11 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <fcntl.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include "fixture.h"
 
 #ifndef CUFRAMES_EXPECTED_VERSION
@@ -240,7 +245,7 @@ static int round_trip(cuframes_format format) {
         if (verify_frame(&info, format, width, height) != 0) {
             return 1;
         }
-        CHECK(info.pitches[0] == pinfo.pitches[0] && info.pitches[1] == pinfo.pitches[1]);
+        CHECK(memcmp(info.pitches, pinfo.pitches, sizeof info.pitches) == 0);
         CHECK_OK(cuframes_frame_is_intact(frame));
         CHECK_OK(cuframes_frame_release(frame));
     }
@@ -264,6 +269,38 @@ static int test_round_trip_yuv444p(void) { return round_trip(CUFRAMES_FORMAT_YUV
 static int test_round_trip_yuv444p16(void) { return round_trip(CUFRAMES_FORMAT_YUV444P16); }
 static int test_round_trip_packed_rgb(void) {
     return round_trip(CUFRAMES_FORMAT_RGBA) || round_trip(CUFRAMES_FORMAT_BGR0) || round_trip(CUFRAMES_FORMAT_RGB0);
+}
+
+/* The formats of FFmpeg 8.1/9.0's NVDEC and CUDA frames (D36), 11..22. */
+static int test_round_trip_d36_formats(void) {
+    static const cuframes_format formats[] = {
+        CUFRAMES_FORMAT_P012,      CUFRAMES_FORMAT_NV16,         CUFRAMES_FORMAT_P210,
+        CUFRAMES_FORMAT_P212,      CUFRAMES_FORMAT_P216,         CUFRAMES_FORMAT_YUV422P,
+        CUFRAMES_FORMAT_YUV420P10, CUFRAMES_FORMAT_YUV422P10,    CUFRAMES_FORMAT_YUV444P10,
+        CUFRAMES_FORMAT_YUV444P10MSB, CUFRAMES_FORMAT_YUV444P12MSB, CUFRAMES_FORMAT_YUVA420P,
+    };
+    size_t i;
+    for (i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        CHECK(formats[i] == 11 + i);
+        if (round_trip(formats[i]) != 0) {
+            fprintf(stderr, "format %u\n", (unsigned)formats[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* YUVA420P's alpha plane, the size of Y, lies at Y's pitch after V. */
+static int test_yuva420p_alpha_takes_pitch_y(void) {
+    cuframes_frame_layout layout;
+    CHECK_OK(cuframes_frame_layout_get(CUFRAMES_FORMAT_YUVA420P, 300, 17, SIZED(layout)));
+    CHECK(layout.plane_count == 4);
+    CHECK(layout.pitches[0] == 512 && layout.pitches[3] == 512);
+    CHECK(layout.pitches[1] == 256 && layout.pitches[2] == 256);
+    CHECK(layout.row_bytes[3] == 300 && layout.rows[3] == 17 && layout.rows[1] == 9);
+    CHECK(layout.offsets[3] == 512 * 17 + 2 * 256 * 9);
+    CHECK(layout.frame_size == 2 * 512 * 17 + 2 * 256 * 9);
+    return 0;
 }
 
 /* ---- waiting, overwrites, lifetimes ------------------------------------- */
@@ -874,6 +911,247 @@ static int test_newer_header_structs(void) {
     return 0;
 }
 
+/* ---- logging ------------------------------------------------------------ */
+
+/* What one log callback saw (static: a sink that outlived a failed test must
+ * not point into a dead stack frame). */
+typedef struct log_record {
+    int calls;
+    int destroyed;     /* set once its object is destroyed */
+    int after_destroy; /* calls that came after that */
+    cuframes_log_level last_level;
+    char last[1024];
+    char all[4096]; /* every message, one per line, as long as they fit */
+} log_record;
+
+static log_record process_log, publisher_log, subscriber_log;
+
+static void record_log(void *opaque, cuframes_log_level level, const char *message) {
+    log_record *record = (log_record *)opaque;
+    if (record->destroyed) {
+        record->after_destroy++;
+    }
+    record->calls++;
+    record->last_level = level;
+    snprintf(record->last, sizeof record->last, "%s", message);
+    strncat(record->all, message, sizeof record->all - strlen(record->all) - 2);
+    strcat(record->all, "\n");
+}
+
+/* Every record empty, the process's sink on process_log, level INFO. */
+static int log_setup(void) {
+    memset(&process_log, 0, sizeof process_log);
+    memset(&publisher_log, 0, sizeof publisher_log);
+    memset(&subscriber_log, 0, sizeof subscriber_log);
+    CHECK_OK(cuframes_set_log_level(CUFRAMES_LOG_INFO));
+    CHECK_OK(cuframes_set_log_callback(record_log, &process_log));
+    return 0;
+}
+
+/* Back to the defaults: standard error, level INFO. */
+static void log_teardown(void) {
+    (void)cuframes_set_log_callback(NULL, NULL);
+    (void)cuframes_set_log_level(CUFRAMES_LOG_INFO);
+}
+
+/* What a crashed publisher of `key` leaves: a socket nobody listens on. The
+ * next publisher of the key removes it, warning "key '<key>': removed what a
+ * publisher that is gone left behind: <path>". */
+static int plant_stale_socket(const char *key) {
+    struct sockaddr_un address;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    snprintf(address.sun_path, sizeof address.sun_path, "%s/%s.sock", runtime_dir(), key);
+    CHECK(bind(fd, (struct sockaddr *)&address, sizeof address) == 0);
+    close(fd);
+    return 0;
+}
+
+/* Whether `record` got exactly the stale-socket warning about `key`. */
+static int got_stale_warning(const log_record *record, const char *key) {
+    char want[128];
+    snprintf(want, sizeof want, "key '%s': removed what a publisher that is gone left behind", key);
+    CHECK(record->calls == 1 && record->last_level == CUFRAMES_LOG_WARNING);
+    CHECK(strstr(record->last, want) != NULL && strstr(record->last, ".sock") != NULL);
+    CHECK(strchr(record->last, '\n') == NULL);
+    return 0;
+}
+
+/* A publisher's own callback gets the warning of its creation, with its
+ * level; the process's sink gets nothing of it. */
+static int test_log_callback_per_object(void) {
+    fixture f;
+    TRY(log_setup());
+    fixture_init(&f, "logobj", CUFRAMES_FORMAT_NV12, 33, 17);
+    f.pconfig.log_callback = record_log;
+    f.pconfig.log_opaque = &publisher_log;
+    TRY(plant_stale_socket(f.key));
+    TRY(fixture_create_publisher(&f));
+    TRY(got_stale_warning(&publisher_log, f.key));
+    CHECK(process_log.calls == 0);
+    fixture_teardown(&f);
+    log_teardown();
+    return 0;
+}
+
+/* Objects without a callback of their own, and library-wide calls, report
+ * to the process's sink: the same warning, and cuframes_list_keys skipping a
+ * regular file where a socket belongs. */
+static int test_log_callback_process(void) {
+    fixture f;
+    char path[256];
+    cuframes_key_info keys[8];
+    size_t count = 0;
+    FILE *junk;
+    TRY(log_setup());
+    fixture_init(&f, "logproc", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(plant_stale_socket(f.key));
+    TRY(fixture_create_publisher(&f));
+    TRY(got_stale_warning(&process_log, f.key));
+    fixture_teardown(&f);
+
+    memset(&process_log, 0, sizeof process_log);
+    snprintf(path, sizeof path, "%s/c-junk-%ld.sock", runtime_dir(), (long)getpid());
+    junk = fopen(path, "w");
+    CHECK(junk != NULL);
+    fclose(junk);
+    keys[0].struct_size = sizeof keys[0];
+    CHECK_OK(cuframes_list_keys(runtime_dir(), keys, 8, &count));
+    remove(path);
+    /* (Other names in /dev/shm, anyone's, may be skipped too.) */
+    CHECK(strstr(process_log.all, "skipping ") != NULL && strstr(process_log.all, path) != NULL);
+    log_teardown();
+    return 0;
+}
+
+/* Below the maximum level nothing is produced, for any sink. */
+static int test_log_level_filters(void) {
+    fixture f;
+    TRY(log_setup());
+    CHECK_OK(cuframes_set_log_level(CUFRAMES_LOG_ERROR));
+    fixture_init(&f, "loglevel", CUFRAMES_FORMAT_NV12, 33, 17);
+    f.pconfig.log_callback = record_log;
+    f.pconfig.log_opaque = &publisher_log;
+    TRY(plant_stale_socket(f.key));
+    TRY(fixture_create_publisher(&f));
+    CHECK(publisher_log.calls == 0 && process_log.calls == 0);
+    fixture_teardown(&f);
+    CHECK_STATUS(cuframes_set_log_level(4), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "log level 4") != NULL);
+    CHECK(CUFRAMES_LOG_ERROR == 0 && CUFRAMES_LOG_WARNING == 1 && CUFRAMES_LOG_INFO == 2 &&
+          CUFRAMES_LOG_DEBUG == 3);
+    log_teardown();
+    return 0;
+}
+
+/* NULL restores the default: "cuframes: <message>" on standard error. */
+static int test_log_null_restores_stderr(void) {
+    fixture f;
+    char path[] = "/tmp/cuframes-ctest-stderr-XXXXXX";
+    char text[2048];
+    char want[160];
+    ssize_t length;
+    int saved, capture;
+    TRY(log_setup());
+    CHECK_OK(cuframes_set_log_callback(NULL, NULL));
+    fixture_init(&f, "logstderr", CUFRAMES_FORMAT_NV12, 33, 17);
+    TRY(plant_stale_socket(f.key));
+    capture = mkstemp(path);
+    CHECK(capture >= 0);
+    fflush(stderr);
+    saved = dup(STDERR_FILENO);
+    CHECK(saved >= 0 && dup2(capture, STDERR_FILENO) >= 0);
+    {
+        cuframes_status status = cuframes_publisher_create(&f.pconfig, &f.publisher);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        CHECK_OK(status);
+    }
+    length = pread(capture, text, sizeof text - 1, 0);
+    close(capture);
+    unlink(path);
+    CHECK(length > 0);
+    text[length] = '\0';
+    snprintf(want, sizeof want, "cuframes: key '%s': removed what a publisher that is gone left behind", f.key);
+    CHECK(strstr(text, want) != NULL);
+    CHECK(process_log.calls == 0);
+    fixture_teardown(&f);
+    log_teardown();
+    return 0;
+}
+
+/* An object's callback is never called once its _destroy has returned: a
+ * frame released after its subscriber is gone, a publisher destroyed with
+ * a frame still held (read-ahead: a library thread of the subscriber's). */
+static int test_log_callback_not_after_destroy(void) {
+    fixture f;
+    cuframes_frame *frame = NULL;
+    source_frame source;
+    TRY(log_setup());
+    fixture_init(&f, "logdestroy", CUFRAMES_FORMAT_NV12, 33, 17);
+    f.pconfig.log_callback = record_log;
+    f.pconfig.log_opaque = &publisher_log;
+    f.sconfig.log_callback = record_log;
+    f.sconfig.log_opaque = &subscriber_log;
+    f.sconfig.read_ahead = 4;
+    TRY(plant_stale_socket(f.key));
+    TRY(fixture_start(&f));
+    TRY(got_stale_warning(&publisher_log, f.key));
+    CHECK(source_init(&source, CUFRAMES_FORMAT_NV12, 33, 17) == 0);
+    if (publish(f.publisher, &source, 1, 0) != 0) {
+        return 1;
+    }
+    CHECK_OK(cuframes_subscriber_next(f.subscriber, 2000, &frame));
+    fixture_destroy_subscriber(&f);
+    subscriber_log.destroyed = 1;
+    if (publish(f.publisher, &source, 2, 1) != 0) {
+        return 1;
+    }
+    CHECK(cuframes_frame_release(frame) == CUFRAMES_OK);
+    fixture_destroy_publisher(&f);
+    publisher_log.destroyed = 1;
+    source_free(&source);
+    CHECK(subscriber_log.after_destroy == 0 && publisher_log.after_destroy == 0);
+    log_teardown();
+    return 0;
+}
+
+/* A config of 0.2.0's size (an older program's: no log fields) is read
+ * without them: the bytes past its struct_size, where log_callback lies in
+ * this header, are not read; its messages go to the process's sink. */
+static int test_log_fields_past_an_old_struct_size(void) {
+    fixture f;
+    const size_t old_size = offsetof(cuframes_publisher_config, log_callback);
+    TRY(log_setup());
+    fixture_init(&f, "logold", CUFRAMES_FORMAT_NV12, 33, 17);
+    CHECK_OK(cuframes_publisher_config_init_sized(&f.pconfig, old_size));
+    CHECK(f.pconfig.struct_size == old_size);
+#if UINTPTR_MAX > 0xFFFFFFFFu
+    CHECK(old_size == 112);
+#endif
+    f.pconfig.key = f.key;
+    f.pconfig.format = CUFRAMES_FORMAT_NV12;
+    f.pconfig.width = 33;
+    f.pconfig.height = 17;
+    f.pconfig.memory = CUFRAMES_MEMORY_HOST;
+    f.pconfig.runtime_dir = runtime_dir();
+    f.pconfig.log_callback = record_log; /* past struct_size: not this program's field */
+    f.pconfig.log_opaque = &publisher_log;
+    TRY(plant_stale_socket(f.key));
+    TRY(fixture_create_publisher(&f));
+    CHECK(publisher_log.calls == 0);
+    TRY(got_stale_warning(&process_log, f.key));
+    /* Between the two layouts: no header's struct. */
+    f.sconfig.struct_size = (uint32_t)offsetof(cuframes_subscriber_config, log_opaque);
+    CHECK_STATUS(cuframes_subscriber_create(&f.sconfig, &f.subscriber), CUFRAMES_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cuframes_last_error(), "not the size of a published layout") != NULL);
+    fixture_teardown(&f);
+    log_teardown();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const test_case tests[] = {
         {"version_protocol_strerror", test_version_protocol_strerror},
@@ -888,6 +1166,8 @@ int main(int argc, char **argv) {
         {"round_trip_yuv444p", test_round_trip_yuv444p},
         {"round_trip_yuv444p16", test_round_trip_yuv444p16},
         {"round_trip_packed_rgb", test_round_trip_packed_rgb},
+        {"round_trip_d36_formats", test_round_trip_d36_formats},
+        {"yuva420p_alpha_takes_pitch_y", test_yuva420p_alpha_takes_pitch_y},
         {"next_timeout_on_empty_ring", test_next_timeout_on_empty_ring},
         {"drop_oldest_overwrite_is_reported", test_drop_oldest_overwrite_is_reported},
         {"auto_copy_holds_more_than_the_ring", test_auto_copy_holds_more_than_the_ring},
@@ -906,6 +1186,12 @@ int main(int argc, char **argv) {
         {"32nd_subscriber_is_too_many", test_32nd_subscriber_is_too_many},
         {"null_handles", test_null_handles},
         {"newer_header_structs", test_newer_header_structs},
+        {"log_callback_per_object", test_log_callback_per_object},
+        {"log_callback_process", test_log_callback_process},
+        {"log_level_filters", test_log_level_filters},
+        {"log_null_restores_stderr", test_log_null_restores_stderr},
+        {"log_callback_not_after_destroy", test_log_callback_not_after_destroy},
+        {"log_fields_past_an_old_struct_size", test_log_fields_past_an_old_struct_size},
     };
     int status = run_tests(tests, sizeof tests / sizeof tests[0], argc, argv);
     remove_runtime_dir();

@@ -11,6 +11,7 @@ use cuframes::{CudaBinding, PublisherConfig, Result, SubscriberConfig};
 
 use crate::error::invalid;
 use crate::ffi::{optional_path, optional_str, required_str};
+use crate::log::{ObjectLog, cuframes_log_callback};
 use crate::types::{
     CUFRAMES_COPY_NEVER, CUFRAMES_CUDA_SHARE_AUTO, CUFRAMES_MEMORY_AUTO, CUFRAMES_MODE_SEQUENTIAL,
     CUFRAMES_POLICY_DROP_OLDEST, CUFRAMES_V1_PEERS_SAME_USER, copy_from_c, cuda_share_from_c,
@@ -95,6 +96,14 @@ pub struct cuframes_publisher_config {
     /// and 0: CUFRAMES_V1_PEERS_SAME_USER. (This was a reserved zero before
     /// 0.3, so older callers get the default.)
     pub v1_peers: cuframes_v1_peers,
+    /// Where this publisher's messages go (from its calls and its control
+    /// thread), with `log_opaque`; never called once
+    /// `cuframes_publisher_destroy` has returned. init: NULL = the process's
+    /// sink (`cuframes_set_log_callback`). New in 0.3: older callers'
+    /// smaller struct_size means NULL.
+    pub log_callback: cuframes_log_callback,
+    /// Passed to `log_callback` as it is.
+    pub log_opaque: *mut c_void,
 }
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
@@ -131,6 +140,14 @@ pub struct cuframes_subscriber_config {
     /// slow loses nothing (use it with CUFRAMES_COPY_AUTO). init: 0 = no
     /// thread. Ignored under STRICT_WAIT (the publisher waits instead).
     pub read_ahead: u32,
+    /// Where this subscriber's messages go (from its calls and its
+    /// read-ahead thread), with `log_opaque`; never called once
+    /// `cuframes_subscriber_destroy` has returned (messages of its frames go
+    /// to the process's sink). init: NULL = the process's sink. New in 0.3:
+    /// older callers' smaller struct_size means NULL.
+    pub log_callback: cuframes_log_callback,
+    /// Passed to `log_callback` as it is.
+    pub log_opaque: *mut c_void,
 }
 
 fn cuda_binding(context: *mut c_void, stream: *mut c_void) -> Option<CudaBinding> {
@@ -163,7 +180,14 @@ impl cuframes_publisher_config {
             startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
             cuda_share: CUFRAMES_CUDA_SHARE_AUTO,
             v1_peers: CUFRAMES_V1_PEERS_SAME_USER,
+            log_callback: None,
+            log_opaque: std::ptr::null_mut(),
         }
+    }
+
+    /// This publisher's own log callback, if it names one.
+    pub(crate) fn object_log(&self) -> Option<ObjectLog> {
+        ObjectLog::new(self.log_callback, self.log_opaque)
     }
 
     /// The library's config, after checking every field.
@@ -239,7 +263,14 @@ impl cuframes_subscriber_config {
             runtime_dir: std::ptr::null(),
             copy: CUFRAMES_COPY_NEVER,
             read_ahead: 0,
+            log_callback: None,
+            log_opaque: std::ptr::null_mut(),
         }
+    }
+
+    /// This subscriber's own log callback, if it names one.
+    pub(crate) fn object_log(&self) -> Option<ObjectLog> {
+        ObjectLog::new(self.log_callback, self.log_opaque)
     }
 
     /// The library's config, after checking every field.

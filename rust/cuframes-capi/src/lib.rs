@@ -6,7 +6,8 @@
 //! Layout, one module per C object: [`publisher`], [`subscriber`],
 //! [`frame`], [`config`], [`layout`] (slot geometry before a publisher exists); [`types`] holds the enumerations and shared info
 //! structs, [`error`] the status codes and the thread-local last error,
-//! [`library`] the version calls. Every export runs behind the one panic
+//! [`library`] the version calls, [`log`] where the library's messages
+//! go. Every export runs behind the one panic
 //! boundary of `panic.rs` (`ffi_boundary!`), checks every pointer it gets
 //! (`ffi.rs`) and writes out-parameters only on success.
 //!
@@ -24,6 +25,8 @@ mod sized;
 pub mod error;
 
 pub mod library;
+
+pub mod log;
 
 pub mod types;
 
@@ -45,6 +48,7 @@ pub use frame::*;
 pub use keys::*;
 pub use layout::*;
 pub use library::*;
+pub use log::*;
 pub use publisher::*;
 pub use subscriber::*;
 pub use types::*;

@@ -154,6 +154,8 @@ mod tests {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let source = std::fs::read_to_string(&path).unwrap();
+            // Not the tests' own C callbacks.
+            let source = source.split("\n#[cfg(test)]").next().unwrap();
             let pieces: Vec<&str> = source.split("extern \"C\" fn ").collect();
             for piece in &pieces[1..] {
                 let name = piece.split('(').next().unwrap();
@@ -167,6 +169,6 @@ mod tests {
                 exports += 1;
             }
         }
-        assert_eq!(exports, 32, "the C API has 32 functions (include/cuframes.h)");
+        assert_eq!(exports, 34, "the C API has 34 functions (include/cuframes.h)");
     }
 }

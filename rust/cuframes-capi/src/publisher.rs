@@ -8,6 +8,7 @@ use cuframes::{DevicePlane, HostPlane, PlaneLayout, PlanePtr, Publisher, Result}
 use crate::config::cuframes_publisher_config;
 use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
 use crate::ffi::{check_out, try_mut, try_ref, try_slice, write_out};
+use crate::log::{ObjectLog, scoped};
 use crate::sized;
 use crate::types::{
     CUFRAMES_MAX_PLANES, CUFRAMES_MEMORY_CUDA, CUFRAMES_MEMORY_HOST, cuframes_frame_props, cuframes_memory,
@@ -19,13 +20,17 @@ use crate::types::{
 #[derive(Debug)]
 pub struct cuframes_publisher {
     inner: Publisher,
+    /// Its own log callback (config `log_callback`): receives what its calls
+    /// and its control thread report, until it is destroyed.
+    log: Option<ObjectLog>,
 }
 
 /// Fills `config`, a struct of `size` bytes, with the defaults:
 /// `struct_size` = `size`, key, format, size NULL/0 (to be set), ring_size
 /// 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0, CUDA
 /// context and stream NULL, runtime_dir NULL, external_slots NULL, group
-/// NULL, cuda_device -1, startup_timeout_ms 10000, cuda_share AUTO; bytes
+/// NULL, cuda_device -1, startup_timeout_ms 10000, cuda_share AUTO,
+/// v1_peers SAME_USER, log_callback and log_opaque NULL; bytes
 /// past the fields this library knows (a newer header's) zero. Call it
 /// through the header's `cuframes_publisher_config_init(config)`, which
 /// passes `sizeof *config`. `INVALID_ARGUMENT` (nothing written) for NULL or
@@ -70,9 +75,11 @@ pub unsafe extern "C" fn cuframes_publisher_create(
             try_c!(unsafe { sized::read_in(config, "config", cuframes_publisher_config::initial()) });
         try_c!(check_out(publisher_out, "publisher_out"));
         // SAFETY: the config's strings are NULL or NUL-terminated (contract).
-        let rust = try_c!(unsafe { config.checked() });
+        let mut rust = try_c!(unsafe { config.checked() });
+        let log = config.object_log();
+        rust.logger = log.as_ref().map(ObjectLog::logger);
         let inner = try_c!(Publisher::create(rust));
-        let handle = Box::into_raw(Box::new(cuframes_publisher { inner }));
+        let handle = Box::into_raw(Box::new(cuframes_publisher { inner, log }));
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { write_out(publisher_out, handle) };
         CUFRAMES_OK
@@ -117,12 +124,14 @@ pub unsafe extern "C" fn cuframes_publisher_wait_subscribers(
     ffi_boundary!("cuframes_publisher_wait_subscribers", {
         // SAFETY: NULL or a live handle, by the caller's contract.
         let publisher = try_c!(unsafe { try_ref(publisher.cast_const(), "publisher") });
-        try_c!(
-            publisher
-                .inner
-                .wait_for_subscribers(count as usize, Duration::from_millis(timeout_ms.into()))
-        );
-        CUFRAMES_OK
+        scoped(publisher.log.as_ref(), || {
+            try_c!(
+                publisher
+                    .inner
+                    .wait_for_subscribers(count as usize, Duration::from_millis(timeout_ms.into()))
+            );
+            CUFRAMES_OK
+        })
     })
 }
 
@@ -163,23 +172,21 @@ pub unsafe extern "C" fn cuframes_publisher_publish(
         if !seq_out.is_null() {
             try_c!(check_out(seq_out, "seq_out"));
         }
-        let seq = match source {
+        let seq = try_c!(scoped(publisher.log.as_ref(), || match source {
             CUFRAMES_MEMORY_HOST => {
                 // SAFETY: the pointers' contract is this function's.
-                let host = try_c!(unsafe { host_planes(&publisher.inner, planes, pitches, plane_count) });
-                try_c!(publisher.inner.publish(&host, pts_ns))
+                let host = unsafe { host_planes(&publisher.inner, planes, pitches, plane_count) }?;
+                publisher.inner.publish(&host, pts_ns)
             }
             CUFRAMES_MEMORY_CUDA => {
                 // SAFETY: the pointers' contract is this function's.
-                let device = try_c!(unsafe { device_planes(&publisher.inner, planes, pitches, plane_count) });
-                try_c!(publisher.inner.publish_device(&device, pts_ns))
+                let device = unsafe { device_planes(&publisher.inner, planes, pitches, plane_count) }?;
+                publisher.inner.publish_device(&device, pts_ns)
             }
-            other => {
-                return crate::error::fail(invalid(format!(
-                    "source {other} is not CUFRAMES_MEMORY_HOST (1) or CUFRAMES_MEMORY_CUDA (2)"
-                )));
-            }
-        };
+            other => Err(invalid(format!(
+                "source {other} is not CUFRAMES_MEMORY_HOST (1) or CUFRAMES_MEMORY_CUDA (2)"
+            ))),
+        }));
         if !seq_out.is_null() {
             // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
             unsafe { write_out(seq_out, seq) };
@@ -308,7 +315,7 @@ pub unsafe extern "C" fn cuframes_publisher_acquire_slot(
         let publisher = try_c!(unsafe { try_mut(publisher, "publisher") });
         // SAFETY: NULL or a writable struct of struct_size bytes (contract).
         let size = try_c!(unsafe { sized::out_size(slot_out, "slot_out") });
-        let target = try_c!(publisher.inner.acquire_slot());
+        let target = try_c!(scoped(publisher.log.as_ref(), || publisher.inner.acquire_slot()));
         let layout = publisher.inner.layout();
         let mut slot = cuframes_slot {
             struct_size: size_of::<cuframes_slot>() as u32,
@@ -350,7 +357,9 @@ pub unsafe extern "C" fn cuframes_publisher_commit_slot(
         if !seq_out.is_null() {
             try_c!(check_out(seq_out, "seq_out"));
         }
-        let seq = try_c!(publisher.inner.commit_slot(pts_ns));
+        let seq = try_c!(scoped(publisher.log.as_ref(), || publisher
+            .inner
+            .commit_slot(pts_ns)));
         if !seq_out.is_null() {
             // SAFETY: non-NULL and aligned (checked); writable by the caller's contract.
             unsafe { write_out(seq_out, seq) };
@@ -374,7 +383,8 @@ pub unsafe extern "C" fn cuframes_publisher_flush(
     ffi_boundary!("cuframes_publisher_flush", {
         // SAFETY: NULL or a live handle, by the caller's contract.
         let publisher = try_c!(unsafe { try_ref(publisher.cast_const(), "publisher") });
-        try_c!(publisher.inner.flush(Duration::from_millis(timeout_ms.into())));
+        let timeout = Duration::from_millis(timeout_ms.into());
+        try_c!(scoped(publisher.log.as_ref(), || publisher.inner.flush(timeout)));
         CUFRAMES_OK
     })
 }
@@ -397,11 +407,10 @@ pub unsafe extern "C" fn cuframes_publisher_wait_delivered(
     ffi_boundary!("cuframes_publisher_wait_delivered", {
         // SAFETY: NULL or a live handle, by the caller's contract.
         let publisher = try_c!(unsafe { try_ref(publisher.cast_const(), "publisher") });
-        try_c!(
-            publisher
-                .inner
-                .wait_delivered(Duration::from_millis(timeout_ms.into()))
-        );
+        let timeout = Duration::from_millis(timeout_ms.into());
+        try_c!(scoped(publisher.log.as_ref(), || publisher
+            .inner
+            .wait_delivered(timeout)));
         CUFRAMES_OK
     })
 }
@@ -429,7 +438,7 @@ pub unsafe extern "C" fn cuframes_publisher_set_frame_props(
             let props = try_c!(unsafe { sized::read_in(props, "props", cuframes_frame_props::default()) });
             Some(try_c!(props.to_props()))
         };
-        publisher.inner.set_frame_props(props);
+        scoped(publisher.log.as_ref(), || publisher.inner.set_frame_props(props));
         CUFRAMES_OK
     })
 }
@@ -464,7 +473,9 @@ pub unsafe extern "C" fn cuframes_publisher_add_side_data(
         };
         let kind =
             try_c!(u16::try_from(kind).map_err(|_| invalid(format!("side data kind {kind} is above 65535"))));
-        try_c!(publisher.inner.add_side_data(kind, bytes));
+        try_c!(scoped(publisher.log.as_ref(), || publisher
+            .inner
+            .add_side_data(kind, bytes)));
         CUFRAMES_OK
     })
 }
@@ -492,7 +503,8 @@ pub unsafe extern "C" fn cuframes_publisher_subscriber_count(publisher: *const c
 /// Shuts the publisher down: subscribers get SHUTDOWN (their next
 /// `cuframes_subscriber_next` returns `DISCONNECTED`), the key's socket and
 /// shared memory are removed, and the handle is freed. NULL is ignored.
-/// Frames still leased by subscribers stay readable until released.
+/// Frames still leased by subscribers stay readable until released. Once
+/// this returns, the publisher's `log_callback` is not called again.
 ///
 /// # Safety
 ///
@@ -503,7 +515,11 @@ pub unsafe extern "C" fn cuframes_publisher_destroy(publisher: *mut cuframes_pub
         if !publisher.is_null() {
             // SAFETY: made by Box::into_raw in cuframes_publisher_create and
             // given back exactly once (contract).
-            drop(unsafe { Box::from_raw(publisher) });
+            let cuframes_publisher { inner, log } = *unsafe { Box::from_raw(publisher) };
+            // Its shutdown (the control thread joined) still reports to its
+            // callback; dropping `log` then retires the callback.
+            scoped(log.as_ref(), || drop(inner));
+            drop(log);
         }
     })
 }

@@ -22,7 +22,7 @@
 //! A `struct_size` of 0, smaller than the struct's first layout, between two
 //! published layouts, or above [`STRUCT_SIZE_MAX`] is `INVALID_ARGUMENT`.
 
-use std::mem::{MaybeUninit, size_of};
+use std::mem::{MaybeUninit, offset_of, size_of};
 
 use cuframes::Result;
 
@@ -45,8 +45,9 @@ pub(crate) const STRUCT_SIZE_MAX: usize = 4096;
 /// # Safety
 ///
 /// Implementors are `#[repr(C)]`, their first field is `struct_size: u32`,
-/// every field accepts every bit pattern (integers, raw pointers, arrays of
-/// them: bytes copied from C make a valid value), and the last field ends at
+/// every field accepts every bit pattern (integers, raw pointers, optional
+/// function pointers, arrays of them: bytes copied from C make a valid
+/// value), and the last field ends at
 /// `size_of::<Self>()`: no tail padding, so that a field appended later lies
 /// past the old size and never in its padding (the test
 /// `no_struct_has_tail_padding` checks each one).
@@ -73,8 +74,6 @@ macro_rules! growable {
 }
 
 growable!(
-    cuframes_publisher_config,
-    cuframes_subscriber_config,
     cuframes_stream_info,
     cuframes_slot,
     cuframes_frame_props,
@@ -82,6 +81,28 @@ growable!(
     cuframes_frame_info,
     cuframes_frame_layout,
 );
+
+// SAFETY: repr(C), `struct_size: u32` first, integer, raw-pointer and
+// optional function-pointer fields (any bit pattern: NULL is None, anything
+// else a function the caller vouches for), no tail padding (tested).
+unsafe impl Growable for cuframes_publisher_config {
+    const NAME: &'static str = "cuframes_publisher_config";
+    // 0.2.0; 0.3 appended log_callback and log_opaque.
+    const SIZES: &'static [usize] = &[
+        offset_of!(cuframes_publisher_config, log_callback),
+        size_of::<cuframes_publisher_config>(),
+    ];
+}
+
+// SAFETY: as for cuframes_publisher_config.
+unsafe impl Growable for cuframes_subscriber_config {
+    const NAME: &'static str = "cuframes_subscriber_config";
+    // 0.2.0; 0.3 appended log_callback and log_opaque.
+    const SIZES: &'static [usize] = &[
+        offset_of!(cuframes_subscriber_config, log_callback),
+        size_of::<cuframes_subscriber_config>(),
+    ];
+}
 
 /// `cuframes_key_info` ends with a `cuframes_stream_info` and grows only
 /// through it: its layouts are the stream info's, after the key.
@@ -441,8 +462,8 @@ mod tests {
     }
 
     /// A field appended later must lie past every older size: the last
-    /// field of each struct ends at its size, and its first published
-    /// layout is the present one (struct_size is new in 0.2.0).
+    /// field of each struct ends at its size, which is its newest published
+    /// layout.
     #[test]
     fn no_struct_has_tail_padding() {
         macro_rules! ends_at_size {
@@ -459,8 +480,8 @@ mod tests {
                 assert!(<$t as Growable>::SIZES.is_sorted());
             };
         }
-        ends_at_size!(cuframes_publisher_config, v1_peers, u32);
-        ends_at_size!(cuframes_subscriber_config, read_ahead, u32);
+        ends_at_size!(cuframes_publisher_config, log_opaque, *mut std::ffi::c_void);
+        ends_at_size!(cuframes_subscriber_config, log_opaque, *mut std::ffi::c_void);
         ends_at_size!(cuframes_stream_info, reserved, u32);
         ends_at_size!(cuframes_slot, pitches, [usize; 4]);
         ends_at_size!(cuframes_frame_props, duration_ns, i64);
@@ -491,5 +512,8 @@ mod tests {
         first!(cuframes_frame_info, 176);
         first!(cuframes_frame_layout, 128);
         first!(cuframes_key_info, 160);
+        // The configs' second layouts (0.3: the log callback appended).
+        assert_eq!(size_of::<cuframes_publisher_config>(), 128);
+        assert_eq!(size_of::<cuframes_subscriber_config>(), 88);
     }
 }

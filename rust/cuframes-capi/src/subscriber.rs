@@ -8,6 +8,7 @@ use crate::config::cuframes_subscriber_config;
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, try_mut, try_ref, write_out};
 use crate::frame::cuframes_frame;
+use crate::log::{ObjectLog, scoped};
 use crate::sized;
 use crate::types::{cuframes_stream_info, stream_info_to_c};
 
@@ -17,6 +18,9 @@ use crate::types::{cuframes_stream_info, stream_info_to_c};
 #[derive(Debug)]
 pub struct cuframes_subscriber {
     inner: Subscriber,
+    /// Its own log callback (config `log_callback`): receives what its calls
+    /// and its read-ahead thread report, until it is destroyed.
+    log: Option<ObjectLog>,
 }
 
 /// A subscriber's counters.
@@ -46,7 +50,8 @@ pub struct cuframes_subscriber_stats {
 /// Fills `config`, a struct of `size` bytes, with the defaults:
 /// `struct_size` = `size`, key and name NULL, mode SEQUENTIAL,
 /// connect_timeout_ms 30000, CUDA context and stream NULL, cuda_device -1,
-/// runtime_dir NULL, copy NEVER, read_ahead 0; bytes past the fields this
+/// runtime_dir NULL, copy NEVER, read_ahead 0, log_callback and log_opaque
+/// NULL; bytes past the fields this
 /// library knows (a newer header's) zero. Call it through the header's
 /// `cuframes_subscriber_config_init(config)`, which passes `sizeof *config`.
 /// `INVALID_ARGUMENT` (nothing written) for NULL or a `size` that is no
@@ -90,9 +95,11 @@ pub unsafe extern "C" fn cuframes_subscriber_create(
             try_c!(unsafe { sized::read_in(config, "config", cuframes_subscriber_config::initial()) });
         try_c!(check_out(subscriber_out, "subscriber_out"));
         // SAFETY: the config's strings are NULL or NUL-terminated (contract).
-        let rust = try_c!(unsafe { config.checked() });
+        let mut rust = try_c!(unsafe { config.checked() });
+        let log = config.object_log();
+        rust.logger = log.as_ref().map(ObjectLog::logger);
         let inner = try_c!(Subscriber::connect(rust));
-        let handle = Box::into_raw(Box::new(cuframes_subscriber { inner }));
+        let handle = Box::into_raw(Box::new(cuframes_subscriber { inner, log }));
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { write_out(subscriber_out, handle) };
         CUFRAMES_OK
@@ -152,7 +159,7 @@ pub unsafe extern "C" fn cuframes_subscriber_next(
         let subscriber = try_c!(unsafe { try_mut(subscriber, "subscriber") });
         try_c!(check_out(frame_out, "frame_out"));
         let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
-        let lease = try_c!(subscriber.inner.next(timeout));
+        let lease = try_c!(scoped(subscriber.log.as_ref(), || subscriber.inner.next(timeout)));
         let frame = cuframes_frame::into_raw(lease);
         // SAFETY: checked above; writable by the caller's contract.
         unsafe { write_out(frame_out, frame) };
@@ -194,7 +201,9 @@ pub unsafe extern "C" fn cuframes_subscriber_get_stats(
 }
 
 /// Leaves the publisher (UNSUBSCRIBE) and frees the handle. NULL is ignored.
-/// Frames it handed out stay valid until each is released.
+/// Frames it handed out stay valid until each is released. Once this
+/// returns, the subscriber's `log_callback` is not called again (messages
+/// about its frames go to the process's sink).
 ///
 /// # Safety
 ///
@@ -205,7 +214,11 @@ pub unsafe extern "C" fn cuframes_subscriber_destroy(subscriber: *mut cuframes_s
         if !subscriber.is_null() {
             // SAFETY: made by Box::into_raw in cuframes_subscriber_create and
             // given back exactly once (contract).
-            drop(unsafe { Box::from_raw(subscriber) });
+            let cuframes_subscriber { inner, log } = *unsafe { Box::from_raw(subscriber) };
+            // Its end (the read-ahead thread joined) still reports to its
+            // callback; dropping `log` then retires the callback.
+            scoped(log.as_ref(), || drop(inner));
+            drop(log);
         }
     })
 }

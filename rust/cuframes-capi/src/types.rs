@@ -34,6 +34,40 @@ pub const CUFRAMES_FORMAT_RGBA: cuframes_format = 8;
 pub const CUFRAMES_FORMAT_BGR0: cuframes_format = 9;
 /// 8-bit packed R, G, B, padding; one plane.
 pub const CUFRAMES_FORMAT_RGB0: cuframes_format = 10;
+/// 12-bit 4:2:0 in 16-bit LE samples (value in the high 12 bits, low 4
+/// zero), Y plane then interleaved UV plane (FFmpeg's `p012le`).
+pub const CUFRAMES_FORMAT_P012: cuframes_format = 11;
+/// 8-bit 4:2:2, Y plane then interleaved UV plane of full height (`nv16`).
+pub const CUFRAMES_FORMAT_NV16: cuframes_format = 12;
+/// 10-bit 4:2:2 in 16-bit LE samples (value in the high 10 bits), Y plane
+/// then interleaved UV plane of full height (`p210le`).
+pub const CUFRAMES_FORMAT_P210: cuframes_format = 13;
+/// 12-bit 4:2:2 in 16-bit LE samples (value in the high 12 bits), as P210
+/// (`p212le`).
+pub const CUFRAMES_FORMAT_P212: cuframes_format = 14;
+/// 16-bit 4:2:2 (LE, full 16 bits), as P210 (`p216le`).
+pub const CUFRAMES_FORMAT_P216: cuframes_format = 15;
+/// 8-bit 4:2:2, three planes Y, U, V; U and V half width, full height
+/// (`yuv422p`).
+pub const CUFRAMES_FORMAT_YUV422P: cuframes_format = 16;
+/// 10-bit 4:2:0 in 16-bit LE samples (value in the LOW 10 bits), three
+/// planes Y, U, V (`yuv420p10le`).
+pub const CUFRAMES_FORMAT_YUV420P10: cuframes_format = 17;
+/// 10-bit 4:2:2 in 16-bit LE samples (value in the low 10 bits), three
+/// planes Y, U, V (`yuv422p10le`).
+pub const CUFRAMES_FORMAT_YUV422P10: cuframes_format = 18;
+/// 10-bit 4:4:4 in 16-bit LE samples (value in the low 10 bits), three
+/// full-size planes (`yuv444p10le`).
+pub const CUFRAMES_FORMAT_YUV444P10: cuframes_format = 19;
+/// 10-bit 4:4:4 in 16-bit LE samples (value in the HIGH 10 bits, low 6
+/// zero), three full-size planes (`yuv444p10msble`).
+pub const CUFRAMES_FORMAT_YUV444P10MSB: cuframes_format = 20;
+/// 12-bit 4:4:4 in 16-bit LE samples (value in the high 12 bits, low 4
+/// zero), three full-size planes (`yuv444p12msble`).
+pub const CUFRAMES_FORMAT_YUV444P12MSB: cuframes_format = 21;
+/// 8-bit 4:2:0 with alpha: four planes Y, U, V, A; A full size, at Y's pitch
+/// (`yuva420p`).
+pub const CUFRAMES_FORMAT_YUVA420P: cuframes_format = 22;
 
 /// Where frames live, or which memory a publisher asks for (`CUFRAMES_MEMORY_*`).
 pub type cuframes_memory = u32;
@@ -265,15 +299,57 @@ pub struct cuframes_stream_info {
     pub reserved: u32,
 }
 
+/// Every `cuframes_format` with its C name, in wire order.
+const FORMAT_NAMES: [(cuframes_format, &str); 22] = [
+    (CUFRAMES_FORMAT_NV12, "NV12"),
+    (CUFRAMES_FORMAT_YUV420P, "YUV420P"),
+    (CUFRAMES_FORMAT_P010, "P010"),
+    (CUFRAMES_FORMAT_BGRA, "BGRA"),
+    (CUFRAMES_FORMAT_P016, "P016"),
+    (CUFRAMES_FORMAT_YUV444P, "YUV444P"),
+    (CUFRAMES_FORMAT_YUV444P16, "YUV444P16"),
+    (CUFRAMES_FORMAT_RGBA, "RGBA"),
+    (CUFRAMES_FORMAT_BGR0, "BGR0"),
+    (CUFRAMES_FORMAT_RGB0, "RGB0"),
+    (CUFRAMES_FORMAT_P012, "P012"),
+    (CUFRAMES_FORMAT_NV16, "NV16"),
+    (CUFRAMES_FORMAT_P210, "P210"),
+    (CUFRAMES_FORMAT_P212, "P212"),
+    (CUFRAMES_FORMAT_P216, "P216"),
+    (CUFRAMES_FORMAT_YUV422P, "YUV422P"),
+    (CUFRAMES_FORMAT_YUV420P10, "YUV420P10"),
+    (CUFRAMES_FORMAT_YUV422P10, "YUV422P10"),
+    (CUFRAMES_FORMAT_YUV444P10, "YUV444P10"),
+    (CUFRAMES_FORMAT_YUV444P10MSB, "YUV444P10MSB"),
+    (CUFRAMES_FORMAT_YUV444P12MSB, "YUV444P12MSB"),
+    (CUFRAMES_FORMAT_YUVA420P, "YUVA420P"),
+];
+
 pub(crate) fn format_from_c(value: cuframes_format, what: &str) -> Result<PixelFormat> {
+    let known = || {
+        FORMAT_NAMES
+            .map(|(number, name)| format!("{number} {name}"))
+            .join(", ")
+    };
     if value == 0 {
         return Err(invalid(format!(
-            "{what} is not set (a CUFRAMES_FORMAT_*: NV12, YUV420P, P010, BGRA, P016, YUV444P, YUV444P16, RGBA, BGR0, RGB0)"
+            "{what} is not set (a CUFRAMES_FORMAT_*: {})",
+            known()
         )));
     }
     PixelFormat::from_wire(value).ok_or_else(|| {
+        // A number past ours is a newer cuframes.h's format.
+        let newer = if value > PixelFormat::max_wire() {
+            format!(
+                "; a newer cuframes.h's format needs a newer libcuframes than this one ({})",
+                env!("CARGO_PKG_VERSION")
+            )
+        } else {
+            String::new()
+        };
         invalid(format!(
-            "{what} {value} is not a cuframes_format (1 NV12, 2 YUV420P, 3 P010, 4 BGRA, 5 P016, 6 YUV444P, 7 YUV444P16, 8 RGBA, 9 BGR0, 10 RGB0)"
+            "{what} {value} is not a cuframes_format ({}){newer}",
+            known()
         ))
     })
 }
@@ -413,7 +489,36 @@ mod tests {
         assert_eq!(format_to_c(PixelFormat::Rgba), CUFRAMES_FORMAT_RGBA);
         assert_eq!(format_to_c(PixelFormat::Bgr0), CUFRAMES_FORMAT_BGR0);
         assert_eq!(format_to_c(PixelFormat::Rgb0), CUFRAMES_FORMAT_RGB0);
-        assert!(format_from_c(11, "f").is_err());
+        // Every format has its constant, under the library's name.
+        assert_eq!(FORMAT_NAMES.len(), PixelFormat::ALL.len());
+        for ((number, name), format) in FORMAT_NAMES.into_iter().zip(PixelFormat::ALL) {
+            assert_eq!(format_to_c(format), number);
+            assert_eq!(name.to_ascii_lowercase(), format.name());
+        }
+        assert_eq!(format_to_c(PixelFormat::P012), CUFRAMES_FORMAT_P012);
+        assert_eq!(format_to_c(PixelFormat::Nv16), CUFRAMES_FORMAT_NV16);
+        assert_eq!(format_to_c(PixelFormat::P210), CUFRAMES_FORMAT_P210);
+        assert_eq!(format_to_c(PixelFormat::P212), CUFRAMES_FORMAT_P212);
+        assert_eq!(format_to_c(PixelFormat::P216), CUFRAMES_FORMAT_P216);
+        assert_eq!(format_to_c(PixelFormat::Yuv422p), CUFRAMES_FORMAT_YUV422P);
+        assert_eq!(format_to_c(PixelFormat::Yuv420p10), CUFRAMES_FORMAT_YUV420P10);
+        assert_eq!(format_to_c(PixelFormat::Yuv422p10), CUFRAMES_FORMAT_YUV422P10);
+        assert_eq!(format_to_c(PixelFormat::Yuv444p10), CUFRAMES_FORMAT_YUV444P10);
+        assert_eq!(
+            format_to_c(PixelFormat::Yuv444p10Msb),
+            CUFRAMES_FORMAT_YUV444P10MSB
+        );
+        assert_eq!(
+            format_to_c(PixelFormat::Yuv444p12Msb),
+            CUFRAMES_FORMAT_YUV444P12MSB
+        );
+        assert_eq!(format_to_c(PixelFormat::Yuva420p), CUFRAMES_FORMAT_YUVA420P);
+        let newer = format_from_c(23, "f").unwrap_err().to_string();
+        assert!(
+            newer.contains("f 23 is not a cuframes_format (1 NV12, ") && newer.contains("22 YUVA420P)"),
+            "{newer}"
+        );
+        assert!(newer.contains("needs a newer libcuframes"), "{newer}");
         assert!(memory_request_from_c(3, "m").is_err());
         assert!(policy_from_c(2, "p").is_err());
         assert!(mode_from_c(2, "m").is_err());

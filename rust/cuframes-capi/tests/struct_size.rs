@@ -2,9 +2,8 @@
 //! 0, too small and absurd are refused with a message and no side effect; a
 //! struct from a newer header (longer) is read by its known prefix, its
 //! unknown tail must be zero, and out-structs get this library's bytes only,
-//! `struct_size` saying how many. (An older, shorter published layout has
-//! no instance yet, struct_size being new in this layout: `sized.rs` tests
-//! that path on a two-layout struct.)
+//! `struct_size` saying how many. (The configs' older, shorter layout, of
+//! 0.2.0, is `logging.rs`'s; `sized.rs` tests the path on a toy struct.)
 
 mod common;
 

@@ -218,6 +218,39 @@ pub enum FormatArg {
     Bgr0,
     /// 8-bit RGB with an unused fourth byte, one plane.
     Rgb0,
+    /// 12-bit 4:2:0 in the high bits of 16-bit samples, Y and interleaved UV (NVDEC's 12-bit output since FFmpeg 8.1).
+    #[value(alias = "p012le")]
+    P012,
+    /// 8-bit 4:2:2, Y and interleaved UV.
+    Nv16,
+    /// 10-bit 4:2:2 in the high bits of 16-bit samples, Y and interleaved UV.
+    #[value(alias = "p210le")]
+    P210,
+    /// 12-bit 4:2:2 in the high bits of 16-bit samples, Y and interleaved UV.
+    #[value(alias = "p212le")]
+    P212,
+    /// 16-bit 4:2:2, Y and interleaved UV.
+    #[value(alias = "p216le")]
+    P216,
+    /// 8-bit 4:2:2, three planes.
+    Yuv422p,
+    /// 10-bit 4:2:0 in the low bits of 16-bit samples, three planes.
+    #[value(alias = "yuv420p10le")]
+    Yuv420p10,
+    /// 10-bit 4:2:2 in the low bits of 16-bit samples, three planes.
+    #[value(alias = "yuv422p10le")]
+    Yuv422p10,
+    /// 10-bit 4:4:4 in the low bits of 16-bit samples, three planes.
+    #[value(alias = "yuv444p10le")]
+    Yuv444p10,
+    /// 10-bit 4:4:4 in the high bits of 16-bit samples, three planes (NVDEC's since FFmpeg 8.1).
+    #[value(name = "yuv444p10msb", alias = "yuv444p10msble")]
+    Yuv444p10Msb,
+    /// 12-bit 4:4:4 in the high bits of 16-bit samples, three planes (NVDEC's since FFmpeg 8.1).
+    #[value(name = "yuv444p12msb", alias = "yuv444p12msble")]
+    Yuv444p12Msb,
+    /// 8-bit 4:2:0 with a full-size alpha plane: Y, U, V, A.
+    Yuva420p,
 }
 
 impl From<FormatArg> for PixelFormat {
@@ -233,6 +266,18 @@ impl From<FormatArg> for PixelFormat {
             FormatArg::Rgba => PixelFormat::Rgba,
             FormatArg::Bgr0 => PixelFormat::Bgr0,
             FormatArg::Rgb0 => PixelFormat::Rgb0,
+            FormatArg::P012 => PixelFormat::P012,
+            FormatArg::Nv16 => PixelFormat::Nv16,
+            FormatArg::P210 => PixelFormat::P210,
+            FormatArg::P212 => PixelFormat::P212,
+            FormatArg::P216 => PixelFormat::P216,
+            FormatArg::Yuv422p => PixelFormat::Yuv422p,
+            FormatArg::Yuv420p10 => PixelFormat::Yuv420p10,
+            FormatArg::Yuv422p10 => PixelFormat::Yuv422p10,
+            FormatArg::Yuv444p10 => PixelFormat::Yuv444p10,
+            FormatArg::Yuv444p10Msb => PixelFormat::Yuv444p10Msb,
+            FormatArg::Yuv444p12Msb => PixelFormat::Yuv444p12Msb,
+            FormatArg::Yuva420p => PixelFormat::Yuva420p,
         }
     }
 }
@@ -613,6 +658,23 @@ mod tests {
             assert_eq!(PixelFormat::from(*f).name(), name);
         }
         assert_eq!(FormatArg::value_variants().len(), PixelFormat::ALL.len());
+    }
+
+    /// One scheme: the library's name, and FFmpeg's pix_fmt name where it
+    /// differs, for every format.
+    #[test]
+    fn format_takes_both_names() {
+        let parse = |s: &str| Cli::try_parse_from(["cuframes", "publish", "k", "--format", s]);
+        for format in PixelFormat::ALL {
+            for name in [format.name().to_owned(), format.ffmpeg_name()] {
+                let Command::Publish(a) = parse(&name).unwrap_or_else(|e| panic!("{name}: {e}")).command
+                else {
+                    unreachable!()
+                };
+                assert_eq!(PixelFormat::from(a.format), format, "{name}");
+            }
+        }
+        assert!(parse("p012be").is_err());
     }
 
     #[test]

@@ -37,6 +37,41 @@ pub enum PixelFormat {
     Bgr0 = 9,
     /// 8-bit packed R, G, B, padding (FFmpeg's CUDA frames `0bgr32`).
     Rgb0 = 10,
+    /// 12-bit 4:2:0 in 16-bit LE samples (value in the high 12 bits, the
+    /// low 4 zero), Y plane then interleaved UV plane (NVDEC's 12-bit output
+    /// from FFmpeg 8.1 on; 7.1 called the same bytes P016).
+    P012 = 11,
+    /// 8-bit 4:2:2, Y plane then interleaved UV plane of full height.
+    Nv16 = 12,
+    /// 10-bit 4:2:2 in 16-bit LE samples (value in the high 10 bits), Y
+    /// plane then interleaved UV plane of full height.
+    P210 = 13,
+    /// 12-bit 4:2:2 in 16-bit LE samples (value in the high 12 bits), as P210.
+    P212 = 14,
+    /// 16-bit 4:2:2 (LE samples, full 16 bits), as P210.
+    P216 = 15,
+    /// 8-bit 4:2:2, three planes Y, U, V (U and V half width, full height;
+    /// they share `pitch_uv`).
+    Yuv422p = 16,
+    /// 10-bit 4:2:0 in 16-bit LE samples (value in the LOW 10 bits), three
+    /// planes Y, U, V.
+    Yuv420p10 = 17,
+    /// 10-bit 4:2:2 in 16-bit LE samples (value in the low 10 bits), three
+    /// planes Y, U, V.
+    Yuv422p10 = 18,
+    /// 10-bit 4:4:4 in 16-bit LE samples (value in the low 10 bits), three
+    /// full-size planes.
+    Yuv444p10 = 19,
+    /// 10-bit 4:4:4 in 16-bit LE samples (value in the HIGH 10 bits, the low
+    /// 6 zero), three full-size planes (NVDEC's 10-bit 4:4:4 output from
+    /// FFmpeg 8.1 on; 7.1 called the same bytes YUV444P16).
+    Yuv444p10Msb = 20,
+    /// 12-bit 4:4:4 in 16-bit LE samples (value in the high 12 bits), three
+    /// full-size planes (NVDEC's 12-bit 4:4:4 output from FFmpeg 8.1 on).
+    Yuv444p12Msb = 21,
+    /// 8-bit 4:2:0 with alpha: four planes Y, U, V, A (A full size like Y,
+    /// and like Y at `pitch_y`).
+    Yuva420p = 22,
 }
 
 /// How one plane relates to the frame's width and height.
@@ -80,10 +115,43 @@ const PACKED32: PlaneShape = PlaneShape {
     y_sub: 1,
     bytes_per_column: 4,
 };
+const CHROMA8_422: PlaneShape = PlaneShape {
+    x_sub: 2,
+    y_sub: 1,
+    bytes_per_column: 1,
+};
+const UV8_422: PlaneShape = PlaneShape {
+    x_sub: 2,
+    y_sub: 1,
+    bytes_per_column: 2,
+};
+const CHROMA16: PlaneShape = PlaneShape {
+    x_sub: 2,
+    y_sub: 2,
+    bytes_per_column: 2,
+};
+const CHROMA16_422: PlaneShape = PlaneShape {
+    x_sub: 2,
+    y_sub: 1,
+    bytes_per_column: 2,
+};
+const UV16_422: PlaneShape = PlaneShape {
+    x_sub: 2,
+    y_sub: 1,
+    bytes_per_column: 4,
+};
+
+/// Whether plane `index` is laid out at `pitch_y` (else `pitch_uv`): the
+/// wire carries two pitches, so plane 0 (Y, or the packed plane) and plane 3
+/// (alpha, the size of Y) take `pitch_y`, the chroma planes 1 and 2
+/// `pitch_uv` (protocol §2.6, D36).
+fn uses_pitch_y(index: usize) -> bool {
+    index == 0 || index == 3
+}
 
 impl PixelFormat {
-    /// Every supported format.
-    pub const ALL: [PixelFormat; 10] = [
+    /// Every supported format, in wire order.
+    pub const ALL: [PixelFormat; 22] = [
         PixelFormat::Nv12,
         PixelFormat::Yuv420p,
         PixelFormat::P010,
@@ -94,6 +162,18 @@ impl PixelFormat {
         PixelFormat::Rgba,
         PixelFormat::Bgr0,
         PixelFormat::Rgb0,
+        PixelFormat::P012,
+        PixelFormat::Nv16,
+        PixelFormat::P210,
+        PixelFormat::P212,
+        PixelFormat::P216,
+        PixelFormat::Yuv422p,
+        PixelFormat::Yuv420p10,
+        PixelFormat::Yuv422p10,
+        PixelFormat::Yuv444p10,
+        PixelFormat::Yuv444p10Msb,
+        PixelFormat::Yuv444p12Msb,
+        PixelFormat::Yuva420p,
     ];
 
     /// The format for a wire number.
@@ -101,12 +181,19 @@ impl PixelFormat {
         Self::ALL.into_iter().find(|f| f.wire() == value)
     }
 
+    /// The highest wire number this library knows: a larger one is a format
+    /// added after it.
+    pub fn max_wire() -> u32 {
+        Self::ALL.map(PixelFormat::wire).into_iter().max().unwrap_or(0)
+    }
+
     /// The wire number.
     pub fn wire(self) -> u32 {
         self as u32
     }
 
-    /// Lower-case name, as the CLI spells it (and FFmpeg's pix_fmt name).
+    /// Lower-case name, as the CLI spells it: FFmpeg's pix_fmt name without
+    /// its byte-order suffix (`p010` for `p010le`).
     pub fn name(self) -> &'static str {
         match self {
             PixelFormat::Nv12 => "nv12",
@@ -119,6 +206,27 @@ impl PixelFormat {
             PixelFormat::Rgba => "rgba",
             PixelFormat::Bgr0 => "bgr0",
             PixelFormat::Rgb0 => "rgb0",
+            PixelFormat::P012 => "p012",
+            PixelFormat::Nv16 => "nv16",
+            PixelFormat::P210 => "p210",
+            PixelFormat::P212 => "p212",
+            PixelFormat::P216 => "p216",
+            PixelFormat::Yuv422p => "yuv422p",
+            PixelFormat::Yuv420p10 => "yuv420p10",
+            PixelFormat::Yuv422p10 => "yuv422p10",
+            PixelFormat::Yuv444p10 => "yuv444p10",
+            PixelFormat::Yuv444p10Msb => "yuv444p10msb",
+            PixelFormat::Yuv444p12Msb => "yuv444p12msb",
+            PixelFormat::Yuva420p => "yuva420p",
+        }
+    }
+
+    /// FFmpeg's pix_fmt name (`av_get_pix_fmt_name`): [`PixelFormat::name`],
+    /// with `le` appended for the formats of 16-bit samples.
+    pub fn ffmpeg_name(self) -> String {
+        match self.bytes_per_sample() {
+            2 => format!("{}le", self.name()),
+            _ => self.name().to_owned(),
         }
     }
 
@@ -127,11 +235,12 @@ impl PixelFormat {
         Self::ALL.map(PixelFormat::name).join(", ")
     }
 
-    /// Parses a name as printed by [`PixelFormat::name`] (case-insensitive).
+    /// Parses a name as printed by [`PixelFormat::name`] or FFmpeg's
+    /// ([`PixelFormat::ffmpeg_name`]), case-insensitive.
     pub fn parse(name: &str) -> Result<PixelFormat> {
         Self::ALL
             .into_iter()
-            .find(|f| f.name().eq_ignore_ascii_case(name))
+            .find(|f| f.name().eq_ignore_ascii_case(name) || f.ffmpeg_name().eq_ignore_ascii_case(name))
             .ok_or_else(|| {
                 Error::new(
                     ErrorKind::Format,
@@ -140,14 +249,13 @@ impl PixelFormat {
             })
     }
 
-    /// Informative bits per pixel (frame meta `bits_per_pixel`).
+    /// Informative bits per pixel (frame meta `bits_per_pixel`): the bits a
+    /// pixel takes in memory, the unused bits of 16-bit samples included.
     pub fn bits_per_pixel(self) -> u32 {
-        match self {
-            PixelFormat::Nv12 | PixelFormat::Yuv420p => 12,
-            PixelFormat::P010 | PixelFormat::P016 | PixelFormat::Yuv444p => 24,
-            PixelFormat::Yuv444p16 => 48,
-            PixelFormat::Bgra | PixelFormat::Rgba | PixelFormat::Bgr0 | PixelFormat::Rgb0 => 32,
-        }
+        self.shapes()
+            .iter()
+            .map(|s| 8 * s.bytes_per_column / (s.x_sub * s.y_sub))
+            .sum()
     }
 
     /// Number of planes.
@@ -158,9 +266,51 @@ impl PixelFormat {
     /// Bytes per sample (1 for 8-bit formats, 2 for the 16-bit ones, 1 per
     /// channel of the packed RGB formats).
     pub fn bytes_per_sample(self) -> usize {
+        match self.bit_depth() {
+            8 => 1,
+            _ => 2,
+        }
+    }
+
+    /// Significant bits of a sample: 8, 10, 12 or 16.
+    pub fn bit_depth(self) -> u32 {
         match self {
-            PixelFormat::P010 | PixelFormat::P016 | PixelFormat::Yuv444p16 => 2,
-            _ => 1,
+            PixelFormat::P010
+            | PixelFormat::P210
+            | PixelFormat::Yuv420p10
+            | PixelFormat::Yuv422p10
+            | PixelFormat::Yuv444p10
+            | PixelFormat::Yuv444p10Msb => 10,
+            PixelFormat::P012 | PixelFormat::P212 | PixelFormat::Yuv444p12Msb => 12,
+            PixelFormat::P016 | PixelFormat::P216 | PixelFormat::Yuv444p16 => 16,
+            PixelFormat::Nv12
+            | PixelFormat::Yuv420p
+            | PixelFormat::Bgra
+            | PixelFormat::Yuv444p
+            | PixelFormat::Rgba
+            | PixelFormat::Bgr0
+            | PixelFormat::Rgb0
+            | PixelFormat::Nv16
+            | PixelFormat::Yuv422p
+            | PixelFormat::Yuva420p => 8,
+        }
+    }
+
+    /// Where the significant bits sit in a 16-bit sample, as a left shift:
+    /// 16 − [`bit_depth`](Self::bit_depth) for the formats that keep them in
+    /// the high bits (P010, P012, P210, P212, YUV444P10MSB, YUV444P12MSB:
+    /// the low bits are zero), 0 for those that keep them in the low bits
+    /// (YUV420P10, YUV422P10, YUV444P10: the high bits are zero), for the
+    /// full 16-bit formats and for the 8-bit ones.
+    pub fn sample_shift(self) -> u32 {
+        match self {
+            PixelFormat::P010
+            | PixelFormat::P012
+            | PixelFormat::P210
+            | PixelFormat::P212
+            | PixelFormat::Yuv444p10Msb
+            | PixelFormat::Yuv444p12Msb => 16 - self.bit_depth(),
+            _ => 0,
         }
     }
 
@@ -168,10 +318,19 @@ impl PixelFormat {
         match self {
             PixelFormat::Nv12 => &[LUMA8, UV8],
             PixelFormat::Yuv420p => &[LUMA8, CHROMA8, CHROMA8],
-            PixelFormat::P010 | PixelFormat::P016 => &[LUMA16, UV16],
+            PixelFormat::P010 | PixelFormat::P012 | PixelFormat::P016 => &[LUMA16, UV16],
             PixelFormat::Bgra | PixelFormat::Rgba | PixelFormat::Bgr0 | PixelFormat::Rgb0 => &[PACKED32],
             PixelFormat::Yuv444p => &[LUMA8, LUMA8, LUMA8],
-            PixelFormat::Yuv444p16 => &[LUMA16, LUMA16, LUMA16],
+            PixelFormat::Yuv444p16
+            | PixelFormat::Yuv444p10
+            | PixelFormat::Yuv444p10Msb
+            | PixelFormat::Yuv444p12Msb => &[LUMA16, LUMA16, LUMA16],
+            PixelFormat::Nv16 => &[LUMA8, UV8_422],
+            PixelFormat::P210 | PixelFormat::P212 | PixelFormat::P216 => &[LUMA16, UV16_422],
+            PixelFormat::Yuv422p => &[LUMA8, CHROMA8_422, CHROMA8_422],
+            PixelFormat::Yuv420p10 => &[LUMA16, CHROMA16, CHROMA16],
+            PixelFormat::Yuv422p10 => &[LUMA16, CHROMA16_422, CHROMA16_422],
+            PixelFormat::Yuva420p => &[LUMA8, CHROMA8, CHROMA8, LUMA8],
         }
     }
 }
@@ -215,8 +374,8 @@ fn check_dimensions(width: u32, height: u32) -> Result<()> {
 }
 
 impl FrameLayout {
-    /// The layout with the given pitches: `pitch_y` for plane 0, `pitch_uv`
-    /// for the chroma planes. Fails when a pitch is shorter than its row, when
+    /// The layout with the given pitches: `pitch_y` for plane 0 and the alpha
+    /// plane 3, `pitch_uv` for the chroma planes 1 and 2. Fails when a pitch is shorter than its row, when
     /// a single-plane format has a `pitch_uv` other than 0 (protocol §2.6: the
     /// field is 0 there; a meta that says otherwise is refused, not read two
     /// ways), or when the frame would not fit in memory.
@@ -239,7 +398,7 @@ impl FrameLayout {
             let columns = width.div_ceil(shape.x_sub) as usize;
             let row_bytes = columns * shape.bytes_per_column as usize;
             let rows = height.div_ceil(shape.y_sub) as usize;
-            let pitch = if index == 0 { pitch_y } else { pitch_uv };
+            let pitch = if uses_pitch_y(index) { pitch_y } else { pitch_uv };
             if pitch < row_bytes {
                 return Err(Error::invalid(format!(
                     "{format} {width}x{height}: plane {index} pitch {pitch} is shorter than its row ({row_bytes} bytes)"
@@ -267,20 +426,22 @@ impl FrameLayout {
     }
 
     /// The layout with every pitch its row rounded up to `align` bytes (a
-    /// power of two).
+    /// power of two): each of the two pitches the longest row of the planes
+    /// that use it.
     pub fn aligned(format: PixelFormat, width: u32, height: u32, align: usize) -> Result<FrameLayout> {
         check_dimensions(width, height)?;
         assert!(align.is_power_of_two(), "alignment must be a power of two");
-        let rows_of = |index: usize| {
-            let shape = format.shapes()[index];
-            (width.div_ceil(shape.x_sub) * shape.bytes_per_column) as usize
+        let longest_row = |of_pitch_y: bool| {
+            format
+                .shapes()
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| uses_pitch_y(*index) == of_pitch_y)
+                .map(|(_, shape)| (width.div_ceil(shape.x_sub) * shape.bytes_per_column) as usize)
+                .max()
         };
-        let pitch_y = rows_of(0).next_multiple_of(align);
-        let pitch_uv = if format.plane_count() > 1 {
-            rows_of(1).next_multiple_of(align)
-        } else {
-            0
-        };
+        let pitch_y = longest_row(true).unwrap_or(0).next_multiple_of(align);
+        let pitch_uv = longest_row(false).map_or(0, |row| row.next_multiple_of(align));
         FrameLayout::with_pitches(format, width, height, pitch_y, pitch_uv)
     }
 
@@ -333,13 +494,159 @@ mod tests {
         assert_eq!(PixelFormat::from_wire(0), None);
         assert_eq!(PixelFormat::P016.wire(), 5);
         assert_eq!(PixelFormat::Rgb0.wire(), 10);
-        assert_eq!(PixelFormat::from_wire(11), None);
-        for f in PixelFormat::ALL {
+        for (wire, format) in [
+            (11, PixelFormat::P012),
+            (12, PixelFormat::Nv16),
+            (13, PixelFormat::P210),
+            (14, PixelFormat::P212),
+            (15, PixelFormat::P216),
+            (16, PixelFormat::Yuv422p),
+            (17, PixelFormat::Yuv420p10),
+            (18, PixelFormat::Yuv422p10),
+            (19, PixelFormat::Yuv444p10),
+            (20, PixelFormat::Yuv444p10Msb),
+            (21, PixelFormat::Yuv444p12Msb),
+            (22, PixelFormat::Yuva420p),
+        ] {
+            assert_eq!(format.wire(), wire, "{format}");
+        }
+        assert_eq!(PixelFormat::from_wire(23), None);
+        assert_eq!(PixelFormat::max_wire(), 22);
+        for (n, f) in PixelFormat::ALL.into_iter().enumerate() {
+            assert_eq!(f.wire(), n as u32 + 1, "ALL is in wire order");
             assert_eq!(PixelFormat::from_wire(f.wire()), Some(f));
             assert_eq!(PixelFormat::parse(f.name()).unwrap(), f);
+            assert_eq!(PixelFormat::parse(&f.ffmpeg_name()).unwrap(), f);
         }
         assert_eq!(PixelFormat::parse("NV12").unwrap(), PixelFormat::Nv12);
         assert_eq!(PixelFormat::parse("rgb24").unwrap_err().kind(), ErrorKind::Format);
+    }
+
+    #[test]
+    fn ffmpeg_names() {
+        for (format, name) in [
+            (PixelFormat::Nv12, "nv12"),
+            (PixelFormat::P010, "p010le"),
+            (PixelFormat::Yuv444p16, "yuv444p16le"),
+            (PixelFormat::P012, "p012le"),
+            (PixelFormat::Nv16, "nv16"),
+            (PixelFormat::P210, "p210le"),
+            (PixelFormat::P212, "p212le"),
+            (PixelFormat::P216, "p216le"),
+            (PixelFormat::Yuv422p, "yuv422p"),
+            (PixelFormat::Yuv420p10, "yuv420p10le"),
+            (PixelFormat::Yuv422p10, "yuv422p10le"),
+            (PixelFormat::Yuv444p10, "yuv444p10le"),
+            (PixelFormat::Yuv444p10Msb, "yuv444p10msble"),
+            (PixelFormat::Yuv444p12Msb, "yuv444p12msble"),
+            (PixelFormat::Yuva420p, "yuva420p"),
+        ] {
+            assert_eq!(format.ffmpeg_name(), name);
+        }
+    }
+
+    #[test]
+    fn sample_bits() {
+        // (format, bytes per sample, significant bits, left shift)
+        for (format, bytes, depth, shift) in [
+            (PixelFormat::Nv12, 1, 8, 0),
+            (PixelFormat::P010, 2, 10, 6),
+            (PixelFormat::P016, 2, 16, 0),
+            (PixelFormat::Yuv444p16, 2, 16, 0),
+            (PixelFormat::P012, 2, 12, 4),
+            (PixelFormat::Nv16, 1, 8, 0),
+            (PixelFormat::P210, 2, 10, 6),
+            (PixelFormat::P212, 2, 12, 4),
+            (PixelFormat::P216, 2, 16, 0),
+            (PixelFormat::Yuv422p, 1, 8, 0),
+            (PixelFormat::Yuv420p10, 2, 10, 0),
+            (PixelFormat::Yuv422p10, 2, 10, 0),
+            (PixelFormat::Yuv444p10, 2, 10, 0),
+            (PixelFormat::Yuv444p10Msb, 2, 10, 6),
+            (PixelFormat::Yuv444p12Msb, 2, 12, 4),
+            (PixelFormat::Yuva420p, 1, 8, 0),
+        ] {
+            assert_eq!(format.bytes_per_sample(), bytes, "{format}");
+            assert_eq!(format.bit_depth(), depth, "{format}");
+            assert_eq!(format.sample_shift(), shift, "{format}");
+        }
+    }
+
+    /// Every format added in D36 at an odd size: each plane's row bytes and
+    /// rows, the two pitches at 64-byte alignment, and bits per pixel.
+    #[test]
+    fn d36_formats_geometry_at_odd_sizes() {
+        let (w, h) = (33usize, 17usize);
+        let (cw, ch) = (17usize, 9usize); // rounded up
+        // Each plane's (row bytes, rows).
+        type Planes = Vec<(usize, usize)>;
+        let cases: [(PixelFormat, Planes, u32); 12] = [
+            (PixelFormat::P012, vec![(2 * w, h), (4 * cw, ch)], 24),
+            (PixelFormat::Nv16, vec![(w, h), (2 * cw, h)], 16),
+            (PixelFormat::P210, vec![(2 * w, h), (4 * cw, h)], 32),
+            (PixelFormat::P212, vec![(2 * w, h), (4 * cw, h)], 32),
+            (PixelFormat::P216, vec![(2 * w, h), (4 * cw, h)], 32),
+            (PixelFormat::Yuv422p, vec![(w, h), (cw, h), (cw, h)], 16),
+            (
+                PixelFormat::Yuv420p10,
+                vec![(2 * w, h), (2 * cw, ch), (2 * cw, ch)],
+                24,
+            ),
+            (
+                PixelFormat::Yuv422p10,
+                vec![(2 * w, h), (2 * cw, h), (2 * cw, h)],
+                32,
+            ),
+            (PixelFormat::Yuv444p10, vec![(2 * w, h); 3], 48),
+            (PixelFormat::Yuv444p10Msb, vec![(2 * w, h); 3], 48),
+            (PixelFormat::Yuv444p12Msb, vec![(2 * w, h); 3], 48),
+            (
+                PixelFormat::Yuva420p,
+                vec![(w, h), (cw, ch), (cw, ch), (w, h)],
+                20,
+            ),
+        ];
+        for (format, planes, bits) in cases {
+            let l = FrameLayout::aligned(format, w as u32, h as u32, 64).unwrap();
+            assert_eq!(format.bits_per_pixel(), bits, "{format}");
+            assert_eq!(l.planes().len(), planes.len(), "{format}");
+            let mut offset = 0;
+            for (index, (plane, &(row_bytes, rows))) in l.planes().iter().zip(&planes).enumerate() {
+                // Y and alpha at pitch_y, chroma at pitch_uv.
+                let pitch = if index == 0 || index == 3 {
+                    l.pitch_y()
+                } else {
+                    l.pitch_uv()
+                };
+                assert_eq!(
+                    *plane,
+                    PlaneLayout {
+                        offset,
+                        pitch,
+                        row_bytes,
+                        rows
+                    },
+                    "{format} plane {index}"
+                );
+                assert_eq!(pitch, row_bytes.next_multiple_of(64), "{format} plane {index}");
+                offset += pitch * rows;
+            }
+            assert_eq!(l.size(), offset, "{format}");
+        }
+    }
+
+    #[test]
+    fn the_alpha_plane_takes_pitch_y() {
+        let l = FrameLayout::with_pitches(PixelFormat::Yuva420p, 33, 17, 40, 20).unwrap();
+        let pitches: Vec<usize> = l.planes().iter().map(|p| p.pitch).collect();
+        assert_eq!(pitches, [40, 20, 20, 40]);
+        assert_eq!(l.planes()[3].offset, 40 * 17 + 2 * 20 * 9);
+        assert_eq!(l.size(), 2 * 40 * 17 + 2 * 20 * 9);
+        let short = FrameLayout::with_pitches(PixelFormat::Yuva420p, 33, 17, 32, 20).unwrap_err();
+        assert!(short.message().contains("plane 0 pitch 32"), "{short}");
+        // 4:2:2 chroma has full height: half-height pitches are not enough rows.
+        let l = FrameLayout::with_pitches(PixelFormat::Yuv422p, 33, 17, 33, 17).unwrap();
+        assert_eq!(l.size(), 33 * 17 + 2 * 17 * 17);
     }
 
     #[test]

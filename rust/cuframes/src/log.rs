@@ -117,11 +117,23 @@ pub fn emit(level: Level, message: &str) {
     if let Some(scoped) = SCOPED.with(|s| s.borrow().last().cloned()) {
         return scoped.log(level, message);
     }
+    emit_to_process(level, message);
+}
+
+/// Sends one message to the process's logger, or standard error, past any
+/// object's: for an object's logger that outlived its object (a C caller's
+/// callback may not be called once the object is destroyed).
+pub fn emit_to_process(level: Level, message: &str) {
     let global = GLOBAL.read().unwrap_or_else(|p| p.into_inner()).clone();
     match global {
         Some(logger) => logger.log(level, message),
-        None => eprintln!("cuframes: {message}"),
+        None => to_stderr(message),
     }
+}
+
+/// The default sink: `cuframes: <message>` on standard error.
+pub fn to_stderr(message: &str) {
+    eprintln!("cuframes: {message}");
 }
 
 /// `warning!("...", args)`: a warning through [`emit`].

@@ -3,11 +3,18 @@
 //! Byte `x` of row `y` of plane `p` in frame `f` (frame index = seq − 1):
 //!
 //! ```text
-//! 8-bit formats (nv12, yuv420p, yuv444p, bgra, rgba, bgr0, rgb0):
-//!                                       (x + 3·y + 7·f + 61·p) mod 256
-//! p010 (16-bit LE samples, s = x / 2):  ((s + 3·y + 7·f + 61·p) mod 1024) << 6
-//! p016, yuv444p16 (16-bit LE samples):  (s + 3·y + 7·f + 61·p) mod 65536
+//! 8-bit formats (nv12, nv16, yuv420p, yuv422p, yuv444p, yuva420p, bgra,
+//! rgba, bgr0, rgb0):                    (x + 3·y + 7·f + 61·p) mod 256
+//! 16-bit LE samples, s = x / 2, d significant bits shifted left by k:
+//!                                       ((s + 3·y + 7·f + 61·p) mod 2^d) << k
+//!   p010, p210, yuv444p10msb            d = 10, k = 6 (high bits)
+//!   p012, p212, yuv444p12msb            d = 12, k = 4 (high bits)
+//!   yuv420p10, yuv422p10, yuv444p10     d = 10, k = 0 (low bits)
+//!   p016, p216, yuv444p16               d = 16, k = 0
 //! ```
+//!
+//! So every sample is one the format can hold (its unused bits zero), and a
+//! frame written in one 16-bit format fails the check of another.
 //!
 //! Only the picture bytes of each row (`row_bytes`) are defined; pitch
 //! padding is not. Cheap to make and check, different in every frame, plane
@@ -15,7 +22,7 @@
 
 use crate::format::{FrameLayout, PixelFormat};
 
-/// Wrapping: values are taken mod 256, 1024 or 65536 (divisors of 2^64), and a
+/// Wrapping: values are taken mod 256 or 2^depth (divisors of 2^64), and a
 /// seq read from a scribbled header may be anything.
 fn row_base(frame: u64, plane: usize, y: usize) -> u64 {
     (3 * y as u64)
@@ -25,11 +32,7 @@ fn row_base(frame: u64, plane: usize, y: usize) -> u64 {
 
 /// 16-bit formats: (modulus, left shift) of a sample's value.
 fn sixteen_bit(format: PixelFormat) -> Option<(u64, u32)> {
-    match format {
-        PixelFormat::P010 => Some((1024, 6)),
-        PixelFormat::P016 | PixelFormat::Yuv444p16 => Some((65536, 0)),
-        _ => None,
-    }
+    (format.bytes_per_sample() == 2).then(|| (1u64 << format.bit_depth(), format.sample_shift()))
 }
 
 /// Writes row `y` of plane `plane` of frame `frame` into `row` (`row_bytes` long).
@@ -112,6 +115,47 @@ mod tests {
         fill_row(PixelFormat::P010, 0, 0, 341, &mut p010);
         // 3*341 = 1023 → samples 1023, 0
         assert_eq!(p010, [0xC0, 0xFF, 0x00, 0x00]);
+        // 4095 then 0 in the high 12 bits; the same in the low 10 bits: 1023, 0.
+        let mut p012 = [0u8; 4];
+        fill_row(PixelFormat::P012, 0, 0, 1365, &mut p012);
+        assert_eq!(p012, [0xF0, 0xFF, 0x00, 0x00]);
+        let mut low = [0u8; 4];
+        fill_row(PixelFormat::Yuv420p10, 0, 0, 341, &mut low);
+        assert_eq!(low, [0xFF, 0x03, 0x00, 0x00]);
+    }
+
+    /// Every sample holds only the bits its format has: MSB formats keep
+    /// the low bits zero, LOW-bit formats stay below 2^depth.
+    #[test]
+    fn samples_respect_each_format_s_bits() {
+        for format in PixelFormat::ALL.into_iter().filter(|f| f.bytes_per_sample() == 2) {
+            let unused = !(((1u32 << format.bit_depth()) - 1) << format.sample_shift()) & 0xFFFF;
+            // A row of 65536 samples runs through every value once.
+            let mut row = vec![0u8; 2 << 16];
+            fill_row(format, 3, 1, 7, &mut row);
+            let mut seen = 0u32;
+            for sample in row.chunks_exact(2) {
+                let v = u32::from(u16::from_le_bytes([sample[0], sample[1]]));
+                assert_eq!(v & unused, 0, "{format}: {v:#06x} sets unused bits");
+                seen |= v;
+            }
+            assert_eq!(
+                seen,
+                !unused & 0xFFFF,
+                "{format}: every significant bit is exercised"
+            );
+        }
+    }
+
+    /// The same bytes are not the pattern of a format whose samples sit elsewhere.
+    #[test]
+    fn a_frame_of_one_16_bit_format_fails_another_s_check() {
+        let mut row = [0u8; 64];
+        fill_row(PixelFormat::P012, 4, 0, 2, &mut row);
+        assert!(check_row(PixelFormat::P012, 4, 0, 2, &row));
+        for other in [PixelFormat::P010, PixelFormat::P016, PixelFormat::Yuv420p10] {
+            assert!(!check_row(other, 4, 0, 2, &row), "{other}");
+        }
     }
 
     #[test]

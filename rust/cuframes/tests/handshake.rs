@@ -5,6 +5,7 @@ mod common;
 
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -318,7 +319,24 @@ fn stale_socket_and_shm_are_recovered() {
     let err = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     assert!(err.to_string().contains("stale"), "{err}");
-    let mut publisher = Publisher::create(config(&key, dir.path())).expect("stale resources recovered");
+    // The publisher says what it removed, to its own logger.
+    let said: Arc<Mutex<Vec<(cuframes::log::Level, String)>>> = Arc::default();
+    let mut with_logger = config(&key, dir.path());
+    let theirs = said.clone();
+    with_logger.logger = Some(cuframes::log::Logger::new(move |level, message| {
+        theirs.lock().unwrap().push((level, message.to_owned()))
+    }));
+    let mut publisher = Publisher::create(with_logger).expect("stale resources recovered");
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(said[0].0, cuframes::log::Level::Warning);
+    assert!(
+        said[0].1.contains(&format!(
+            "key '{key}': removed what a publisher that is gone left behind"
+        )) && said[0].1.contains(&sock.display().to_string())
+            && said[0].1.contains(&format!("/dev/shm/cuframes-{key}")),
+        "{said:?}"
+    );
     let mut sub = subscribe(&key, dir.path(), "s");
     publish_pattern(&mut publisher);
     assert!(lease_matches(&sub.next(SECOND).unwrap()));

@@ -168,7 +168,8 @@ proptest! {
             0 => (1..=16).contains(&value),
             1 | 2 => value <= 1,
             3 => value == 32,
-            4 => value as u32 == 1,
+            // The two-plane 4:2:0 formats have this geometry: NV12, P010, P016, P012.
+            4 => matches!(value as u32, 1 | 3 | 5 | 11),
             5 => value as u32 == 64,
             6 => value as u32 == 256,
             7 => value == 256 * 72,
@@ -223,6 +224,41 @@ fn a_single_plane_meta_must_say_pitch_uv_0() {
         let err = protocol::validate_meta(&h.meta).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Corrupt, "HELLO_RESP's meta alike: {err}");
     }
+}
+
+/// A format number past those this library knows (a newer publisher's,
+/// D36) is refused with FORMAT, naming the number and saying the library is
+/// too old for it; 0 is no format at all.
+#[test]
+fn a_format_of_a_newer_library_is_refused_by_number() {
+    let mut h = valid_header();
+    h.meta.format = 999;
+    let err = protocol::validate_header(&h).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Format, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("pixel format 999 is unknown") && text.contains("knows formats 1..=22 and is too old"),
+        "{text}"
+    );
+    h.meta.format = 0;
+    let zero = protocol::validate_header(&h).unwrap_err().to_string();
+    assert!(
+        zero.contains("pixel format 0 is unknown: no format has that number"),
+        "{zero}"
+    );
+}
+
+/// A subscriber told of a format from the future in the handshake fails to
+/// subscribe, with the same message.
+#[test]
+fn a_subscriber_refuses_a_hello_resp_with_a_newer_format() {
+    let err = connect_through_a_liar("fmt999", |accept| accept.meta.format = 999);
+    assert_eq!(err.kind(), ErrorKind::Format, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("pixel format 999") && text.contains("too old"),
+        "{text}"
+    );
 }
 
 /// Sends `bytes` on a fresh connection and keeps it open for a moment.

@@ -34,8 +34,8 @@ pub fn last_error() -> String {
 /// One of the API's structs, zeroed but for `struct_size`: what a C caller
 /// passes for an out-parameter (`info.struct_size = sizeof info`).
 pub fn sized<T: Copy>() -> T {
-    // SAFETY: the API's structs hold integers and raw pointers only (all
-    // zero is valid) and begin with `struct_size: u32`.
+    // SAFETY: the API's structs hold integers, raw pointers and optional
+    // function pointers only (all zero is valid) and begin with `struct_size: u32`.
     unsafe {
         let mut value = std::mem::zeroed::<T>();
         (&raw mut value).cast::<u32>().write(size_of::<T>() as u32);

@@ -59,6 +59,13 @@ impl Publisher {
         let group = config.group.as_deref().map(access::resolve_group).transpose()?;
         let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref(), group)?;
         let claim = KeyClaim::acquire(&paths)?;
+        if !claim.removed().is_empty() {
+            crate::log::warning!(
+                "key '{}': removed what a publisher that is gone left behind: {}",
+                config.key,
+                claim.removed().join(", ")
+            );
+        }
         let pool = match &config.external_slots {
             None => create_pool(
                 memory,

@@ -429,14 +429,28 @@ pub fn validate_header(h: &SharedHeader) -> Result<StreamInfo> {
     })
 }
 
+/// The FORMAT error for a wire format this library does not know: past the
+/// highest it knows, a format added later (D36: numbers only grow), which a
+/// newer library reads.
+fn unknown_format(wire: u32) -> Error {
+    let known = PixelFormat::max_wire();
+    let why = if wire > known {
+        format!(
+            "this library (cuframes {}) knows formats 1..={known} and is too old for it: upgrade libcuframes",
+            env!("CARGO_PKG_VERSION")
+        )
+    } else {
+        "no format has that number".to_owned()
+    };
+    Error::new(
+        ErrorKind::Format,
+        format!("the publisher's pixel format {wire} is unknown: {why}"),
+    )
+}
+
 /// Checks a frame meta (from shared memory or HELLO_RESP).
 pub fn validate_meta(meta: &FrameMeta) -> Result<(FrameLayout, MemoryKind)> {
-    let format = PixelFormat::from_wire(meta.format).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Format,
-            format!("unknown pixel format number {}", meta.format),
-        )
-    })?;
+    let format = PixelFormat::from_wire(meta.format).ok_or_else(|| unknown_format(meta.format))?;
     let layout = FrameLayout::with_pitches(
         format,
         meta.width,

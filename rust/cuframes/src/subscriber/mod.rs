@@ -111,7 +111,8 @@ pub struct SubscriberConfig {
     /// STRICT_WAIT, where the publisher waits for a slow consumer instead.
     pub read_ahead: usize,
     /// Where the library's messages about this subscriber go (while it
-    /// connects); None: the process's logger ([`crate::log`]).
+    /// connects, and from its read-ahead thread); None: the process's
+    /// logger ([`crate::log`]).
     pub logger: Option<crate::log::Logger>,
 }
 
@@ -195,7 +196,9 @@ impl Subscriber {
         let (bit, initial_seq) = (reader.ring.bit, reader.initial_seq);
         let peer_device = reader.ring.mapping.peer_device();
         let source = match config.read_ahead {
-            depth if depth > 0 && !reader.strict => Source::Ahead(ReadAhead::start(reader, depth)?),
+            depth if depth > 0 && !reader.strict => {
+                Source::Ahead(ReadAhead::start(reader, depth, config.logger.clone())?)
+            }
             _ => Source::Direct(Box::new(reader)),
         };
         crate::testhook::stall_at("sub-connected");

@@ -17,6 +17,7 @@ use super::SubscriberStats;
 use super::lease::FrameLease;
 use super::reader::Reader;
 use crate::error::{Error, ErrorKind, Result};
+use crate::log::Logger;
 
 /// How long the thread waits for a frame before it looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
@@ -53,15 +54,16 @@ pub(super) struct ReadAhead {
 }
 
 impl ReadAhead {
-    /// Moves `reader` into a thread that queues up to `depth` frames.
-    pub(super) fn start(mut reader: Reader, depth: usize) -> Result<ReadAhead> {
+    /// Moves `reader` into a thread that queues up to `depth` frames; what
+    /// the thread reports goes to the subscriber's `logger`.
+    pub(super) fn start(mut reader: Reader, depth: usize, logger: Option<Logger>) -> Result<ReadAhead> {
         let shared = Arc::new(Shared::default());
         let key = reader.key.clone();
         let theirs = shared.clone();
         let thread = std::thread::Builder::new()
             .name("cuframes-read".into())
             .spawn(move || {
-                run(&mut reader, &theirs, depth.max(1));
+                crate::log::with_logger(logger.as_ref(), || run(&mut reader, &theirs, depth.max(1)));
                 reader
             })
             .map_err(|e| Error::io("starting the read-ahead thread", &e))?;
