@@ -1463,6 +1463,24 @@ cuframes_status cuframes_list_keys(const char *runtime_dir,
                                    size_t capacity,
                                    size_t *count_out);
 
+/**
+ * `cuframes_list_keys`, with the messages of this call (names skipped, with
+ * the reason) going to `log_callback` with `log_opaque` rather than to the
+ * process's sink; NULL `log_callback`: the process's sink. The callback is
+ * called only on this thread, before this returns.
+ *
+ * # Safety
+ *
+ * As `cuframes_list_keys`; `log_callback` NULL or a function that may be
+ * called as `cuframes_log_callback` says.
+ */
+cuframes_status cuframes_list_keys_logged(const char *runtime_dir,
+                                          struct cuframes_key_info *entries,
+                                          size_t capacity,
+                                          size_t *count_out,
+                                          cuframes_log_callback log_callback,
+                                          void *log_opaque);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -1026,6 +1026,32 @@ static int test_log_callback_process(void) {
     return 0;
 }
 
+/* cuframes_list_keys_logged: the listing's messages go to the callback of
+ * the call, not to the process's sink; a NULL callback means that sink. */
+static int test_list_keys_logged(void) {
+    char path[256];
+    cuframes_key_info keys[8];
+    size_t count = 0;
+    FILE *junk;
+    TRY(log_setup());
+    snprintf(path, sizeof path, "%s/c-junk2-%ld.sock", runtime_dir(), (long)getpid());
+    junk = fopen(path, "w");
+    CHECK(junk != NULL);
+    fclose(junk);
+    keys[0].struct_size = sizeof keys[0];
+    CHECK_OK(cuframes_list_keys_logged(runtime_dir(), keys, 8, &count, record_log, &subscriber_log));
+    CHECK(strstr(subscriber_log.all, "skipping ") != NULL && strstr(subscriber_log.all, path) != NULL);
+    CHECK(subscriber_log.last_level == CUFRAMES_LOG_WARNING);
+    CHECK(strstr(process_log.all, path) == NULL);
+    CHECK_OK(cuframes_list_keys_logged(runtime_dir(), keys, 8, &count, NULL, NULL));
+    CHECK(strstr(process_log.all, "skipping ") != NULL && strstr(process_log.all, path) != NULL);
+    CHECK_STATUS(cuframes_list_keys_logged(runtime_dir(), keys, 8, NULL, record_log, &subscriber_log),
+                 CUFRAMES_ERR_INVALID_ARGUMENT);
+    remove(path);
+    log_teardown();
+    return 0;
+}
+
 /* Below the maximum level nothing is produced, for any sink. */
 static int test_log_level_filters(void) {
     fixture f;
@@ -1188,6 +1214,7 @@ int main(int argc, char **argv) {
         {"newer_header_structs", test_newer_header_structs},
         {"log_callback_per_object", test_log_callback_per_object},
         {"log_callback_process", test_log_callback_process},
+        {"list_keys_logged", test_list_keys_logged},
         {"log_level_filters", test_log_level_filters},
         {"log_null_restores_stderr", test_log_null_restores_stderr},
         {"log_callback_not_after_destroy", test_log_callback_not_after_destroy},

@@ -1,11 +1,12 @@
 //! Listing the live keys of a runtime directory (`cuframes_list_keys`), for
 //! device lists such as `ffmpeg -sources cuframes`.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::mem::offset_of;
 
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, optional_path};
+use crate::log::{ObjectLog, cuframes_log_callback};
 use crate::sized;
 use crate::types::{cuframes_stream_info, stream_info_to_c};
 
@@ -52,56 +53,98 @@ pub unsafe extern "C" fn cuframes_list_keys(
     count_out: *mut usize,
 ) -> cuframes_status {
     ffi_boundary!("cuframes_list_keys", {
-        try_c!(check_out(count_out, "count_out"));
-        let stride = if capacity > 0 {
-            // SAFETY: NULL or writable entries of struct_size bytes (contract).
-            try_c!(unsafe { sized::out_size(entries, "entries") })
-        } else {
-            0
-        };
-        // SAFETY: NULL or a NUL-terminated string, by the caller's contract.
-        let dir = unsafe { optional_path(runtime_dir) };
-        let mut count = 0usize;
-        for key in cuframes::list_keys(dir.as_deref()) {
-            let Ok(found) = cuframes::inspect::inspect(&key, dir.as_deref()) else {
-                continue;
-            };
-            // Live, and reachable here: its socket is in this runtime
-            // directory (a /dev/shm name alone may be another directory's).
-            if !found.status.live || !found.status.has_socket {
-                continue;
-            }
-            if count < capacity {
-                let mut entry = cuframes_key_info {
-                    struct_size: size_of::<cuframes_key_info>() as u32,
-                    key: [0; CUFRAMES_KEY_BYTES],
-                    info: cuframes_stream_info {
-                        struct_size: size_of::<cuframes_stream_info>() as u32,
-                        ..Default::default()
-                    },
-                };
-                for (dst, &b) in entry
-                    .key
-                    .iter_mut()
-                    .zip(key.as_bytes().iter().take(CUFRAMES_KEY_BYTES - 1))
-                {
-                    *dst = b as c_char;
-                }
-                if let Some(info) = found.info.as_ref().ok().and_then(stream_info_to_c) {
-                    entry.info = info;
-                }
-                // The nested info: as much of it as the entry holds (all of
-                // it while key_info grows only through info).
-                let written = stride.min(size_of::<cuframes_key_info>());
-                entry.info.struct_size = (written - offset_of!(cuframes_key_info, info)) as u32;
-                // SAFETY: entries holds `capacity` writable entries of
-                // `stride` bytes each (contract).
-                unsafe { sized::write_bytes_of(entries.cast::<u8>().add(count * stride), stride, entry) };
-            }
-            count += 1;
-        }
-        // SAFETY: checked above; writable by the caller's contract.
-        unsafe { count_out.write(count) };
-        CUFRAMES_OK
+        // SAFETY: the same contract.
+        unsafe { list_keys(runtime_dir, entries, capacity, count_out) }
     })
+}
+
+/// `cuframes_list_keys`, with the messages of this call (names skipped, with
+/// the reason) going to `log_callback` with `log_opaque` rather than to the
+/// process's sink; NULL `log_callback`: the process's sink. The callback is
+/// called only on this thread, before this returns.
+///
+/// # Safety
+///
+/// As `cuframes_list_keys`; `log_callback` NULL or a function that may be
+/// called as `cuframes_log_callback` says.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_list_keys_logged(
+    runtime_dir: *const c_char,
+    entries: *mut cuframes_key_info,
+    capacity: usize,
+    count_out: *mut usize,
+    log_callback: cuframes_log_callback,
+    log_opaque: *mut c_void,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_list_keys_logged", {
+        let log = ObjectLog::new(log_callback, log_opaque);
+        // SAFETY: the contract of cuframes_list_keys, the caller's.
+        crate::log::scoped(log.as_ref(), || unsafe {
+            list_keys(runtime_dir, entries, capacity, count_out)
+        })
+    })
+}
+
+/// The body of both listings.
+///
+/// # Safety
+///
+/// As `cuframes_list_keys`.
+unsafe fn list_keys(
+    runtime_dir: *const c_char,
+    entries: *mut cuframes_key_info,
+    capacity: usize,
+    count_out: *mut usize,
+) -> cuframes_status {
+    try_c!(check_out(count_out, "count_out"));
+    let stride = if capacity > 0 {
+        // SAFETY: NULL or writable entries of struct_size bytes (contract).
+        try_c!(unsafe { sized::out_size(entries, "entries") })
+    } else {
+        0
+    };
+    // SAFETY: NULL or a NUL-terminated string, by the caller's contract.
+    let dir = unsafe { optional_path(runtime_dir) };
+    let mut count = 0usize;
+    for key in cuframes::list_keys(dir.as_deref()) {
+        let Ok(found) = cuframes::inspect::inspect(&key, dir.as_deref()) else {
+            continue;
+        };
+        // Live, and reachable here: its socket is in this runtime
+        // directory (a /dev/shm name alone may be another directory's).
+        if !found.status.live || !found.status.has_socket {
+            continue;
+        }
+        if count < capacity {
+            let mut entry = cuframes_key_info {
+                struct_size: size_of::<cuframes_key_info>() as u32,
+                key: [0; CUFRAMES_KEY_BYTES],
+                info: cuframes_stream_info {
+                    struct_size: size_of::<cuframes_stream_info>() as u32,
+                    ..Default::default()
+                },
+            };
+            for (dst, &b) in entry
+                .key
+                .iter_mut()
+                .zip(key.as_bytes().iter().take(CUFRAMES_KEY_BYTES - 1))
+            {
+                *dst = b as c_char;
+            }
+            if let Some(info) = found.info.as_ref().ok().and_then(stream_info_to_c) {
+                entry.info = info;
+            }
+            // The nested info: as much of it as the entry holds (all of
+            // it while key_info grows only through info).
+            let written = stride.min(size_of::<cuframes_key_info>());
+            entry.info.struct_size = (written - offset_of!(cuframes_key_info, info)) as u32;
+            // SAFETY: entries holds `capacity` writable entries of
+            // `stride` bytes each (contract).
+            unsafe { sized::write_bytes_of(entries.cast::<u8>().add(count * stride), stride, entry) };
+        }
+        count += 1;
+    }
+    // SAFETY: checked above; writable by the caller's contract.
+    unsafe { count_out.write(count) };
+    CUFRAMES_OK
 }
