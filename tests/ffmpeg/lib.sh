@@ -9,6 +9,9 @@ if [ ! -x "$FFMPEG" ]; then
 fi
 FFMPEG=$(cd "$(dirname "$FFMPEG")" && pwd)/$(basename "$FFMPEG")
 FILTER=("$@")
+# The FFmpeg line of the binary, e.g. 9.0 ("ffmpeg version 9.0.2 ...").
+FFMPEG_LINE=$("$FFMPEG" -hide_banner -version 2>/dev/null |
+    sed -nE '1s/^ffmpeg version n?([0-9]+\.[0-9]+).*/\1/p')
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-ffmpeg-tests.XXXXXX")
 export CUFRAMES_RUNTIME_DIR="$WORK/run"
@@ -148,6 +151,11 @@ wait_for() {
         fi
         sleep 0.01
     done
+}
+
+# has_pix_fmt NAME: this ffmpeg knows the pixel format NAME.
+has_pix_fmt() {
+    "$FFMPEG" -hide_banner -pix_fmts 2>/dev/null | awk -v f="$1" '$2 == f { found = 1 } END { exit !found }'
 }
 
 # has_frames FILE N: a framemd5 file holds at least N frames.
