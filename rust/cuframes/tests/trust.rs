@@ -376,6 +376,80 @@ fn idle_connections_do_not_lock_honest_subscribers_out() {
     drop(idle);
 }
 
+/// HELLO_REQ as a cuframes subscriber sends it (descriptors early, an ACK
+/// area of its own), as `name`.
+fn hello_bytes(name: &str) -> Vec<u8> {
+    use cuframes::protocol::{HelloReq, hello_flags};
+    Message::HelloReq(HelloReq {
+        proto_version: 1,
+        name: name.into(),
+        cuda_device: -1,
+        mode: 0,
+        ext_flags: hello_flags::EARLY_FDS | hello_flags::PRIVATE_ACKS,
+    })
+    .encode()
+    .unwrap()
+}
+
+/// A connection that sends HELLO_REQ, reads the publisher's answer (so the
+/// handshake is known to be under way) and then says nothing more; None
+/// when it could not connect.
+fn hello_then_silence(socket: &Path) -> Option<(UnixStream, Option<Message>)> {
+    use std::io::Write;
+    let mut s = UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&hello_bytes("silent")).ok()?;
+    let answer = read_message(&mut s);
+    Some((s, answer))
+}
+
+/// An honest subscriber must get in within a second, three times, beside
+/// whatever holds the publisher meanwhile, and read its frame.
+fn honest_gets_in(key: &str, dir: &Path, publisher: &mut Publisher, beside: &str) {
+    for round in 0..3 {
+        let mut c = subscriber_config(key, dir, "honest");
+        c.connect_timeout = Duration::from_secs(1);
+        let started = Instant::now();
+        let connected = Subscriber::connect(c);
+        let took = started.elapsed();
+        let mut sub = match connected {
+            Ok(sub) => sub,
+            Err(e) => panic!("{beside}, round {round}: the honest subscriber was locked out: {e}"),
+        };
+        assert!(
+            took < Duration::from_secs(1),
+            "{beside}, round {round}: took {took:?}"
+        );
+        publish_pattern(publisher);
+        assert!(lease_matches(&sub.next(SECOND).unwrap()), "{beside}");
+    }
+}
+
+/// Connections of this user that send HELLO and then nothing (a subscriber
+/// stuck before SUBSCRIBE, or an attacker), 16 (its user's whole share of
+/// handshakes) or 64 (everyone's): an honest subscriber of the same user
+/// still gets in within a second. They used to hold their places for the
+/// 30 s a handshake may take, and it was refused at once ("too many
+/// handshakes in progress").
+#[test]
+fn peers_silent_after_hello_do_not_lock_honest_subscribers_out() {
+    for silent in [16, 64] {
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("hello-silent");
+        let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+        let socket = publisher.paths().socket.clone();
+        let held: Vec<_> = (0..silent).filter_map(|_| hello_then_silence(&socket)).collect();
+        assert_eq!(held.len(), silent, "every silent peer connected");
+        honest_gets_in(
+            &key,
+            dir.path(),
+            &mut publisher,
+            &format!("{silent} silent after HELLO"),
+        );
+        drop(held);
+    }
+}
+
 // ------------------------------------------------- a peer writing the header
 
 /// The key's shared header opened read-write by name, as a protocol-v1
@@ -748,6 +822,130 @@ print("forged", rounds, "rounds")
         cfg.group = Some(GROUP.to_string());
         cfg.v1_peers = v1_peers;
         cfg
+    }
+
+    /// A peer of another user that abuses the connection, in Python:
+    /// `idle N` holds N connections that never speak and keeps leaking
+    /// more; `hello N` holds N that send HELLO_REQ (as a cuframes
+    /// subscriber does), read the answer and say nothing more; `fds MARKER
+    /// PER MESSAGES` sends, on each of 5 connections, MESSAGES PINGs with
+    /// PER descriptors of MARKER each, then prints how many of the 5 the
+    /// publisher closed. The first two print "attacking" once in place.
+    const ABUSER: &str = r#"
+import os, socket, struct, sys, time
+path, mode = sys.argv[1], sys.argv[2]
+def msg(kind, payload): return struct.pack("<II", kind, len(payload)) + payload
+def connect():
+    s = socket.socket(socket.AF_UNIX); s.connect(path); return s
+if mode == "idle":
+    held = []
+    for _ in range(int(sys.argv[3])):
+        try: held.append(connect())
+        except OSError: pass
+    print("attacking with", len(held), flush=True)
+    leaked = []
+    while True:
+        try: leaked.append(connect())
+        except OSError: pass
+        if len(leaked) > 400: del leaked[:200]
+        time.sleep(0.0002)
+elif mode == "hello":
+    name = b"silent"
+    hello = msg(1, struct.pack("<II", 1, len(name)) + name + struct.pack("<iII", -1, 0, 3) + bytes(8))
+    held = []
+    for _ in range(int(sys.argv[3])):
+        s = connect(); s.settimeout(5); s.sendall(hello)
+        s.recv(8)  # HELLO_RESP: the handshake is under way
+        held.append(s)
+    print("attacking with", len(held), flush=True)
+    time.sleep(60)
+elif mode == "fds":
+    marker, per, count = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    fd = os.open(marker, os.O_RDONLY)
+    ping = msg(0xF0, struct.pack("<Q", 7) + bytes(8))
+    peers = [connect() for _ in range(5)]
+    for s in peers:
+        for _ in range(count):
+            try: socket.send_fds(s, [ping], [fd] * per)
+            except OSError: break
+    closed = 0
+    for s in peers:
+        s.settimeout(2)
+        try:
+            while s.recv(4096): pass
+            closed += 1
+        except (ConnectionResetError, BrokenPipeError): closed += 1
+        except OSError: pass
+    print("closed", closed, "of", len(peers), flush=True)
+"#;
+
+    /// [`ABUSER`] as `uid` in `GROUP`, through setpriv, at `socket`.
+    fn abuser(uid: u32, socket: &Path, args: &[&str]) -> std::process::Child {
+        Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg(format!("--groups={GROUP}"))
+            .args(["/usr/bin/python3", "-c", ABUSER])
+            .arg(socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("setpriv and python3")
+    }
+
+    /// Kills an abuser and says what it said.
+    fn stop(mut child: std::process::Child) -> String {
+        let _ = child.kill();
+        child.wait_with_output_now()
+    }
+
+    /// Connections of four other users, 16 each, that send HELLO and then
+    /// nothing: every handshake place (64) is taken; an honest subscriber
+    /// (of a fifth user, root) still gets in within a second. It used to be
+    /// refused at once ("too many handshakes in progress (64, 0 of them
+    /// from uid 0)"). And the places are taken from the users that hold
+    /// the most: a slow handshake of root's (a CUDA subscriber makes its
+    /// context between HELLO and SUBSCRIBE), older than all of theirs, is
+    /// not the one closed to make room.
+    #[test]
+    #[ignore = "needs root, setpriv and python3: run by scripts/test-rust.sh as root"]
+    fn other_users_silent_after_hello_do_not_lock_honest_subscribers_out() {
+        use std::io::Write;
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("hello-other");
+        let cfg = group_publisher(&key, dir.path(), Policy::DropOldest, cuframes::V1Peers::SameUser);
+        let rt = cfg.runtime_dir.clone().unwrap();
+        let mut publisher = Publisher::create(cfg).unwrap();
+        let socket = publisher.paths().socket.clone();
+        let (mut slow, answer) = hello_then_silence(&socket).unwrap();
+        assert!(matches!(answer, Some(Message::HelloResp(_))), "{answer:?}");
+        let mut silent = Vec::new();
+        for uid in NOBODY - 3..=NOBODY {
+            let mut child = abuser(uid, &socket, &["hello", "16"]);
+            let said = started_attacking(&mut child);
+            assert!(
+                said.contains("attacking with 16"),
+                "uid {uid}: {said}{}",
+                stop(child)
+            );
+            silent.push(child);
+        }
+        honest_gets_in(&key, &rt, &mut publisher, "4 users' 16 silent after HELLO");
+        // The slow one finishes its handshake.
+        // (A closed one has its ERROR to read.)
+        let _ = slow.write_all(&Message::SubscribeReq { proto_version: 1 }.encode().unwrap());
+        let resp =
+            std::iter::from_fn(|| read_message(&mut slow)).find(|m| !matches!(m, Message::EventFd { .. }));
+        assert!(
+            matches!(&resp, Some(Message::SubscribeResp(r)) if r.result == 0),
+            "root's slow handshake was closed: {resp:?}"
+        );
+        for child in silent {
+            stop(child);
+        }
     }
 
     /// By default a group member that speaks plain v1 is refused, saying
