@@ -146,6 +146,18 @@ pub(crate) fn open_regular(path: &Path, write: bool) -> Result<(File, Metadata)>
     Ok((file, meta))
 }
 
+/// Opens the regular file at `path`, a name in a directory other users may
+/// write (`/dev/shm`, a runtime directory), the way cuframes opens its own:
+/// never blocking (a FIFO there would hang a plain open), never following a
+/// link, and checked with `fstat` after the open (a regular file, the one
+/// `lstat` saw, not writable by every user). Anything else is refused with
+/// `Permission`, naming the path and what is there; `NotFound` when nothing
+/// is. Read-only, or read-write with `write`. For tools built on the
+/// library that keep files of their own there (`cuframes bench`'s ring).
+pub fn open_shared_file(path: &Path, write: bool) -> Result<(File, Metadata)> {
+    open_regular(path, write)
+}
+
 /// Whether `meta` is owned by this process's effective user.
 pub(crate) fn owned_by_us(meta: &Metadata) -> bool {
     meta.uid() == nix::unistd::geteuid().as_raw()
