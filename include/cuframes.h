@@ -233,8 +233,9 @@ typedef struct cuframes_publisher_config {
     const uint64_t *external_slots;
     /**
      * A group (name or number) whose members may subscribe besides this
-     * user and root: socket and shared header become 0660 with that
-     * group. NULL (init): 0600, this user and root only.
+     * user and root: the socket becomes 0660 and the shared header 0640
+     * with that group (0660 with `CUFRAMES_V1_PEERS_ALLOW`). NULL (init):
+     * 0600, this user and root only.
      */
     const char *group;
     /**

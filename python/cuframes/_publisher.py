@@ -138,7 +138,8 @@ class Publisher:
     and ``cuda_stream`` (copies are queued there; default: the legacy
     default stream). ``runtime_dir``: where the key's socket goes.
     ``group``: a group (name or number) whose members may subscribe besides
-    this user and root (socket and header 0660); default: this user only.
+    this user and root (socket 0660, shared header 0640); default: this
+    user only.
     ``cuda_share``: how CUDA slots are shared, ``"fd"`` (file descriptors
     over the socket: subscribers in other containers need only the runtime
     directory), ``"ipc"`` (CUDA IPC handles, for protocol-v1 subscribers,

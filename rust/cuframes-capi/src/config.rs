@@ -72,8 +72,9 @@ pub struct cuframes_publisher_config {
     /// with `cuframes_publisher_acquire_slot` / `_commit_slot`. CUDA only.
     pub external_slots: *const u64,
     /// A group (name or number) whose members may subscribe besides this
-    /// user and root: socket and shared header become 0660 with that
-    /// group. NULL (init): 0600, this user and root only.
+    /// user and root: the socket becomes 0660 and the shared header 0640
+    /// with that group (0660 with `CUFRAMES_V1_PEERS_ALLOW`). NULL (init):
+    /// 0600, this user and root only.
     pub group: *const c_char,
     /// CUDA memory without `cuda_context`: the device whose primary context
     /// holds the slots. init: -1 = the current context, else device 0;

@@ -108,9 +108,14 @@ fn subscriber_state(state: u64) -> String {
 pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let ins = inspect_key(&a.key, None)?;
     if ins.header.is_none() && !ins.status.has_socket && !ins.status.has_lock {
+        // A name in /dev/shm alone that is no header: say what is wrong with it.
+        let why = match &ins.info {
+            Err(e) if ins.status.has_shm => format!(" ({e})"),
+            _ => String::new(),
+        };
         return Err(Error::new(
             ErrorKind::NotFound,
-            format!("no publisher for key '{}'", a.key),
+            format!("no publisher for key '{}'{why}", a.key),
         ));
     }
     let mut v = summary(&ins);
@@ -222,6 +227,7 @@ pub fn cleanup(a: CleanupArgs) -> Result<ExitCode> {
     };
     let mut live = Vec::new();
     let mut removed_any = false;
+    let mut skipped_any = false;
     for key in &keys {
         match cleanup_key(key, None) {
             Ok(removed) => {
@@ -231,13 +237,19 @@ pub fn cleanup(a: CleanupArgs) -> Result<ExitCode> {
                 removed_any |= !removed.is_empty();
             }
             Err(e) if e.kind() == ErrorKind::AlreadyExists => live.push(key.clone()),
+            // What is not ours (another user's file, a FIFO planted at a
+            // name) is never removed, and is no failure of cleanup.
+            Err(e) if e.kind() == ErrorKind::Permission => {
+                println!("skipped key '{key}': {e}");
+                skipped_any = true;
+            }
             Err(e) => return Err(e),
         }
     }
     for key in &live {
         println!("key '{key}' is live; left alone");
     }
-    if !removed_any && live.is_empty() {
+    if !removed_any && !skipped_any && live.is_empty() {
         println!("nothing to clean up");
     }
     if a.key.is_some() && !live.is_empty() {

@@ -140,4 +140,36 @@ mod needs_root {
         assert_eq!(out.code(), Some(1), "{out}");
         drop(publisher);
     }
+
+    /// Another user's file at a key's shared-header name that no live
+    /// publisher holds: `ls` does not list it, saying why; `cleanup KEY`
+    /// leaves it, says so and succeeds (it used to fail with exit 1).
+    #[test]
+    #[ignore = "needs root: run by scripts/test-rust.sh as root"]
+    fn another_users_file_is_not_listed_or_cleaned_and_cleanup_succeeds() {
+        require_root();
+        let env = TestEnv::new();
+        let key = env.key("acc-nobodys");
+        let path = shm_path(&key);
+        std::fs::write(&path, vec![0u8; 7424]).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::lchown(&path, Some(NOBODY), Some(NOBODY)).unwrap();
+        let listed = env.run(&["ls", "--json"]);
+        let cleaned = env.run(&["cleanup", &key]);
+        let left = std::fs::symlink_metadata(&path).is_ok_and(|m| m.uid() == NOBODY);
+        let _ = std::fs::remove_file(&path);
+        let said = format!(
+            "{} is a regular file of uid {NOBODY} (nobody) that no live publisher holds",
+            path.display()
+        );
+        listed.assert_success();
+        assert!(!listed.stdout.contains(&key), "listed: {listed}");
+        assert!(listed.stderr.contains(&said), "{listed}");
+        cleaned.assert_success();
+        assert!(
+            cleaned.stdout.contains(&format!("skipped key '{key}': {said}")),
+            "{cleaned}"
+        );
+        assert!(left, "cleanup removed nobody's file");
+    }
 }

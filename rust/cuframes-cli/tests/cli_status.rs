@@ -184,3 +184,24 @@ fn cleanup_from_another_runtime_dir_spares_a_live_publisher() {
     publisher.signal(Signal::SIGTERM);
     publisher.wait(EXIT_LIMIT).assert_success();
 }
+
+/// A FIFO planted at a key's shared-header name: `inspect KEY` and `health
+/// KEY` fail at once, saying what is at which path (they used to say only
+/// that there was no publisher).
+#[test]
+fn inspect_and_health_name_what_is_planted_at_a_key() {
+    let env = TestEnv::new();
+    let key = env.key("st-fifo");
+    let path = shm_path(&key);
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let inspected = env.run(&["inspect", &key]);
+    let health = env.run(&["health", &key]);
+    let _ = std::fs::remove_file(&path);
+    let said = format!("{} is a FIFO, not a file cuframes made", path.display());
+    inspected.assert_error(&[&said]);
+    assert_eq!(health.code(), Some(1), "{health}");
+    assert!(
+        health.stdout.starts_with("unhealthy: ") && health.stdout.contains(&said),
+        "{health}"
+    );
+}

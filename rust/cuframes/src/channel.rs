@@ -113,7 +113,21 @@ impl Channel {
                 Err(e) => return Err(Error::os(format!("reading from {}", self.peer), e)),
             }
         };
-        let received = descriptors_in(&cmsg);
+        self.take_descriptors(&cmsg, truncated)?;
+        if n == 0 {
+            self.eof = true;
+        }
+        self.rx.extend_from_slice(&buf[..n]);
+        Ok(true)
+    }
+
+    /// Owns every descriptor in `control`, the control buffer of one
+    /// `recvmsg` (`truncated`: it came back with `MSG_CTRUNC`), and queues
+    /// them for EVENT_FD messages; descriptors this side refuses, a
+    /// truncated buffer, or more queued than [`MAX_QUEUED_FDS`] are a
+    /// protocol error, with every descriptor received closed.
+    fn take_descriptors(&mut self, control: &[u8], truncated: bool) -> Result<()> {
+        let received = descriptors_in(control);
         if truncated || (self.accepts == Descriptors::Refused && !received.is_empty()) {
             self.fds.clear();
             return Err(Error::protocol(format!(
@@ -136,11 +150,7 @@ impl Channel {
                 self.peer
             )));
         }
-        if n == 0 {
-            self.eof = true;
-        }
-        self.rx.extend_from_slice(&buf[..n]);
-        Ok(true)
+        Ok(())
     }
 
     fn parse(&mut self) -> Result<Option<Received>> {
@@ -436,6 +446,56 @@ mod tests {
             }
             drop(chan);
             prop_assert_eq!(open_on(&marker), 1, "only the sender's own descriptor is left");
+        }
+    }
+
+    /// A control buffer as the kernel fills it for one `SCM_RIGHTS`
+    /// message holding `fds`, in `space` bytes (zeroed beyond).
+    fn scm_rights(fds: &[RawFd], space: usize) -> Vec<u8> {
+        let header = size_of::<nix::libc::cmsghdr>();
+        let mut control = vec![0u8; space];
+        let len = header + 4 * fds.len();
+        control[..size_of::<usize>()].copy_from_slice(&len.to_ne_bytes());
+        control[size_of::<usize>()..][..4].copy_from_slice(&nix::libc::SOL_SOCKET.to_ne_bytes());
+        control[size_of::<usize>() + 4..][..4].copy_from_slice(&nix::libc::SCM_RIGHTS.to_ne_bytes());
+        for (i, fd) in fds.iter().enumerate() {
+            control[header + 4 * i..][..4].copy_from_slice(&fd.to_ne_bytes());
+        }
+        control
+    }
+
+    /// A control buffer the kernel truncated (`MSG_CTRUNC`: more
+    /// descriptors than fit; it installs those that fit and closes the
+    /// rest), on either side, its buffer full or not: a protocol error, and
+    /// every descriptor that reached this process is closed at once. A real
+    /// socket cannot produce it (the buffer holds the 253 a message can
+    /// carry), so the buffer is made here, holding duplicates of a file's
+    /// descriptor as `recvmsg` would have installed them.
+    #[test]
+    fn a_truncated_control_buffer_is_refused_and_its_descriptors_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("marker");
+        let file = std::fs::File::create(&marker).unwrap();
+        let marker = marker.canonicalize().unwrap();
+        let space = nix::cmsg_space!([RawFd; SCM_MAX_FD]).len();
+        for accepts in [Descriptors::Refused, Descriptors::WithEventFd] {
+            for count in [1, 4, SCM_MAX_FD] {
+                let (ours, _theirs) = UnixStream::pair().unwrap();
+                let mut chan = Channel::new(ours, "peer", accepts).unwrap();
+                let fds: Vec<RawFd> = (0..count)
+                    .map(|_| std::os::fd::IntoRawFd::into_raw_fd(nix::unistd::dup(&file).unwrap()))
+                    .collect();
+                assert_eq!(open_on(&marker), 1 + count);
+                let err = chan.take_descriptors(&scm_rights(&fds, space), true).unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::Protocol, "{accepts:?}, {count}: {err}");
+                assert!(err.to_string().contains("or more file descriptor"), "{err}");
+                assert_eq!(
+                    open_on(&marker),
+                    1,
+                    "{accepts:?}, {count} descriptors, truncated: the channel kept some"
+                );
+                assert!(chan.fds.is_empty());
+            }
         }
     }
 

@@ -115,33 +115,24 @@ fn ensure_dir(dir: &Path, group: Option<u32>) -> std::io::Result<()> {
 }
 
 /// Refuses anything at a runtime path that is not what we put there: a
-/// symlink or other file planted at a socket path, say.
+/// symlink or other file planted at a socket path, say. Whether something
+/// (of the right kind) is there.
 fn expect_file_type(path: &Path, socket: bool) -> Result<bool> {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) => {
-            let ft = meta.file_type();
-            let ok = if socket { ft.is_socket() } else { ft.is_file() };
-            if ok {
-                Ok(true)
-            } else {
-                Err(Error::new(
-                    ErrorKind::Permission,
-                    format!(
-                        "{} is a {}, not a {}: refusing to use it",
-                        path.display(),
-                        if ft.is_symlink() {
-                            "symlink"
-                        } else {
-                            "different kind of file"
-                        },
-                        if socket { "socket" } else { "regular file" }
-                    ),
-                ))
-            }
-        }
-        Err(e) if e.kind() == IoKind::NotFound => Ok(false),
-        Err(e) => Err(Error::io(format!("stat {}", path.display()), &e)),
+    let Some(meta) = names::lstat(path)? else {
+        return Ok(false);
+    };
+    let ft = meta.file_type();
+    if if socket { ft.is_socket() } else { ft.is_file() } {
+        Ok(true)
+    } else {
+        Err(names::foreign(
+            path,
+            format_args!(
+                "a {} where cuframes makes a {}",
+                names::kind_of(&meta),
+                if socket { "socket" } else { "regular file" }
+            ),
+        ))
     }
 }
 
@@ -320,21 +311,19 @@ impl KeyClaim {
                 .metadata()
                 .map_err(|e| Error::io(format!("fstat {}", paths.lock.display()), &e))?;
             if !meta.file_type().is_file() {
-                return Err(names::foreign(
-                    &paths.lock,
-                    format_args!("a {}", names::kind_of(&meta)),
-                ));
+                return Err(names::foreign(&paths.lock, names::not_made(&meta)));
             }
             if !names::owned_by_us(&meta) {
-                return Err(names::foreign(
-                    &paths.lock,
-                    format_args!("a file of uid {}", meta.uid()),
-                ));
+                return Err(names::foreign(&paths.lock, names::not_ours(&meta, "")));
             }
+            names::check_mode(&paths.lock, &meta)?;
             if meta.len() != 0 {
                 return Err(names::foreign(
                     &paths.lock,
-                    format_args!("{} bytes long (a lock file is empty)", meta.len()),
+                    format_args!(
+                        "a regular file of {} bytes (a lock file is empty), not a file cuframes made",
+                        meta.len()
+                    ),
                 ));
             }
             if !crate::platform::lock::try_lock_exclusive(&file, &paths.lock.display().to_string())? {
@@ -396,7 +385,7 @@ fn clear_stale(paths: &KeyPaths) -> Result<Vec<String>> {
             {
                 return Err(names::foreign(
                     &paths.socket,
-                    format_args!("a socket of uid {} that nobody listens on", meta.uid()),
+                    names::not_ours(&meta, " that nobody listens on"),
                 ));
             }
             std::fs::remove_file(&paths.socket)
@@ -449,51 +438,80 @@ impl Drop for KeyClaim {
 
 /// Every key with a resource on this machine: shared headers in /dev/shm
 /// and sockets or locks in the runtime directories. Sorted, unique. A name
-/// holding the wrong kind of file (a FIFO where a header belongs, say:
-/// anyone can create names in /dev/shm) is skipped with a warning.
+/// holding what cuframes did not make there for this user is skipped with
+/// a warning naming the path and what is there (anyone can create names in
+/// /dev/shm): a FIFO or any other wrong kind of file, a file every user
+/// may write, and another user's header or lock that no live publisher
+/// holds (its leftover or a plant: not ours to list as stale, or remove).
+/// Another user's live key is listed.
 pub fn list_keys(runtime_dir: Option<&Path>) -> Vec<String> {
+    #[derive(Clone, Copy)]
+    enum Name {
+        Header,
+        Socket,
+        Lock,
+    }
     let mut keys = Vec::new();
-    let mut scan = |dir: &Path, key_of: &dyn Fn(&str) -> Option<(String, bool)>| {
+    let mut scan = |dir: &Path, key_of: &dyn Fn(&str) -> Option<(String, Name)>| {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some((key, socket)) = key_of(&name) else {
+            let Some((key, kind)) = key_of(&name) else {
                 continue;
             };
             if validate_key(&key).is_err() {
                 continue;
             }
-            // d_type, or lstat: nothing is opened here.
-            let Ok(ft) = entry.file_type() else { continue };
-            let fits = if socket { ft.is_socket() } else { ft.is_file() };
-            if fits {
-                keys.push(key);
-            } else {
-                let kind = std::fs::symlink_metadata(entry.path())
-                    .map_or("file of another kind", |m| names::kind_of(&m));
-                crate::log::warning!(
-                    "skipping {}: a {kind} where cuframes keeps a {} (not put there by cuframes)",
-                    entry.path().display(),
-                    if socket { "socket" } else { "regular file" }
-                );
+            // Sockets are only lstat'ed; regular files are opened (never
+            // blocking, never following a link) to see whose they are.
+            let path = entry.path();
+            let listed = match kind {
+                Name::Header => ShmHeader::at_name(&shm_name(&key)).map(|at| at != AtName::Absent),
+                Name::Socket => expect_file_type(&path, true),
+                Name::Lock => lock_of_a_key(&path),
+            };
+            match listed {
+                Ok(true) => keys.push(key),
+                Ok(false) => {} // gone meanwhile
+                Err(e) => crate::log::warning!("not listed: {e}"),
             }
         }
     };
     scan(Path::new(names::SHM_DIR), &|name| {
-        name.strip_prefix(SHM_PREFIX).map(|k| (k.to_owned(), false))
+        name.strip_prefix(SHM_PREFIX)
+            .map(|k| (k.to_owned(), Name::Header))
     });
     for dir in runtime_dir_candidates(runtime_dir) {
         scan(&dir, &|name| {
             name.strip_suffix(".sock")
-                .map(|k| (k.to_owned(), true))
-                .or_else(|| name.strip_suffix(".lock").map(|k| (k.to_owned(), false)))
+                .map(|k| (k.to_owned(), Name::Socket))
+                .or_else(|| name.strip_suffix(".lock").map(|k| (k.to_owned(), Name::Lock)))
         });
     }
     keys.sort();
     keys.dedup();
     keys
+}
+
+/// Whether the file at `path` is a key's lock file to list: a regular file
+/// of ours, or one a live publisher holds; anything else is an error naming
+/// it. False when nothing is there.
+fn lock_of_a_key(path: &Path) -> Result<bool> {
+    let (file, meta) = match names::open_regular(path, false) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if names::owned_by_us(&meta) || crate::platform::lock::is_locked_elsewhere(&file) {
+        Ok(true)
+    } else {
+        Err(names::foreign(
+            path,
+            names::not_ours(&meta, " that no live publisher holds"),
+        ))
+    }
 }
 
 /// Where a key's resources stand, without connecting a subscriber.
@@ -514,6 +532,9 @@ pub struct KeyStatus {
 
 /// Looks at `key`'s resources. Liveness: the lock file or the shared
 /// header's lock is held, or (for other implementations) the socket accepts.
+/// A name holding what cuframes did not make there (a FIFO, a directory, a
+/// link, a device, a file every user may write, a header this user may not
+/// open) is a `Permission` error naming the path and what is there.
 pub fn key_status(key: &str, runtime_dir: Option<&Path>) -> Result<KeyStatus> {
     validate_key(key)?;
     let dirs = runtime_dir_candidates(runtime_dir);
@@ -526,14 +547,16 @@ pub fn key_status(key: &str, runtime_dir: Option<&Path>) -> Result<KeyStatus> {
             break;
         }
     }
-    let socket = names::lstat(&chosen.socket).ok().flatten();
-    let has_socket = socket.is_some();
-    let has_lock = std::fs::symlink_metadata(&chosen.lock).is_ok();
-    let has_shm = std::fs::symlink_metadata(names::shm_path(&chosen.shm_name)).is_ok();
+    let has_socket = expect_file_type(&chosen.socket, true)?;
+    let has_lock = expect_file_type(&chosen.lock, false)?;
+    let has_shm = match names::open_regular(&names::shm_path(&chosen.shm_name), false) {
+        Ok(_) => true,
+        Err(e) if e.kind() == ErrorKind::NotFound => false,
+        Err(e) => return Err(e),
+    };
     let live = lock_is_held(&chosen.lock)
         || ShmHeader::at_name(&chosen.shm_name).is_ok_and(|at| at == AtName::Live)
-        || (socket.is_some_and(|m| m.file_type().is_socket())
-            && probe_socket(&chosen.socket) == SocketState::Live);
+        || (has_socket && probe_socket(&chosen.socket) == SocketState::Live);
     Ok(KeyStatus {
         paths: chosen,
         live,

@@ -115,7 +115,7 @@ fn symlinks_at_runtime_paths_are_refused() {
     symlink(&victim, dir.path().join(format!("{key}.sock"))).unwrap();
     let err = Publisher::create(config(&key, dir.path())).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
-    assert!(err.to_string().contains("symlink"), "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
     let err = Subscriber::connect(subscriber_config(&key, dir.path(), "s")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
     assert!(cuframes::cleanup_key(&key, Some(dir.path())).is_err());

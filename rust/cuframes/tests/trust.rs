@@ -37,6 +37,10 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 /// answer, which `inspect` waits 2 s for.
 const NO_HANG: Duration = Duration::from_secs(5);
 
+/// How soon a publisher refuses a name planted at one of its key's names
+/// (issue 23), measured in this process around the call.
+const REFUSED_WITHIN: Duration = Duration::from_millis(100);
+
 // ------------------------------------------------------------ planted names
 
 /// What a local user can plant at one of a key's names.
@@ -94,15 +98,14 @@ fn names_planted_at_a_key_are_refused_at_once_and_left_alone() {
             let key = unique_key("plant");
             let (what, path) = names(&key, dir.path())[at].clone();
             plant(kind, &path);
-            let started = Instant::now();
             let (k, d) = (key.clone(), dir.path().to_owned());
             let result = within(NO_HANG, move || {
-                Publisher::create(config(&k, &d))
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
+                let started = Instant::now();
+                let created = Publisher::create(config(&k, &d));
+                let took = started.elapsed();
+                (created.map(|_| ()).map_err(|e| e.to_string()), took)
             });
-            let took = started.elapsed();
-            let Some(result) = result else {
+            let Some((result, took)) = result else {
                 remove_any(&path);
                 panic!("{kind:?} at the {what}: creating the publisher hung");
             };
@@ -118,7 +121,7 @@ fn names_planted_at_a_key_are_refused_at_once_and_left_alone() {
                 "{kind:?} at the {what}: the error names the path: {err}"
             );
             assert!(
-                took < Duration::from_millis(500),
+                took < REFUSED_WITHIN,
                 "{kind:?} at the {what}: refused after {took:?}"
             );
             assert!(
@@ -130,20 +133,43 @@ fn names_planted_at_a_key_are_refused_at_once_and_left_alone() {
             let listed = within(NO_HANG, move || {
                 let keys = cuframes::list_keys(Some(&d));
                 let status = cuframes::key_status(&k, Some(&d)).map(|s| s.live);
-                let inspected = cuframes::inspect::inspect(&k, Some(&d)).is_ok();
+                let inspected = cuframes::inspect::inspect(&k, Some(&d)).map(|_| ());
                 let cleaned = cuframes::cleanup_key(&k, Some(&d)).map_err(|e| e.to_string());
                 (keys, status, inspected, cleaned)
             });
-            let Some((keys, status, _, cleaned)) = listed else {
+            let Some((keys, status, inspected, cleaned)) = listed else {
                 remove_any(&path);
                 panic!("{kind:?} at the {what}: listing, status, inspect or cleanup hung");
             };
             // A listener planted at the socket name accepts: live, by spec §1.
             let listening = matches!(kind, Plant::Socket) && what == "socket";
             assert!(
-                listening || status.ok() != Some(true),
+                listening || status.as_ref().ok() != Some(&true),
                 "{kind:?} at the {what}: not a live key"
             );
+            // What `inspect KEY` and `health KEY` say: the path and what is
+            // there (a regular file of ours at the header or lock name is
+            // the header's or lock's business: inspect reports it).
+            let wrong_kind = match kind {
+                Plant::Fifo => Some("FIFO"),
+                Plant::Socket if !listening => Some("socket"),
+                Plant::Directory => Some("directory"),
+                Plant::Symlink => Some("symbolic link"),
+                Plant::Junk if what == "socket" => Some("regular file"),
+                _ => None,
+            };
+            if let Some(word) = wrong_kind {
+                for (call, err) in [
+                    ("key_status", status.map(|_| ()).err()),
+                    ("inspect", inspected.err()),
+                ] {
+                    let err = err.map(|e| e.to_string()).unwrap_or_default();
+                    assert!(
+                        err.contains(&format!("{} is a {word}", path.display())),
+                        "{kind:?} at the {what}: {call} names the path and what is there: {err:?}"
+                    );
+                }
+            }
             if let Err(e) = &cleaned {
                 assert!(
                     e.contains(&path.display().to_string()),
@@ -193,6 +219,54 @@ fn a_fifo_under_another_key_does_not_hang_listing() {
         "and said so: {warned:?}"
     );
     drop(publisher);
+}
+
+/// A regular file of this user that every user may write (cuframes makes
+/// its files 0600, 0640 or 0660) at the shared header's or the lock's name
+/// is not ours: a publisher refuses it at once, naming the path and the
+/// mode, and leaves it; listings skip it with a warning; cleanup leaves it.
+/// (It used to be taken for stale state: the header removed, the lock used.)
+#[test]
+fn a_file_every_user_may_write_at_a_key_is_not_ours() {
+    use std::os::unix::fs::PermissionsExt;
+    for at in [0, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("world-writable");
+        let (what, path) = names(&key, dir.path())[at].clone();
+        std::fs::write(&path, b"").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let started = Instant::now();
+        let created = Publisher::create(config(&key, dir.path()));
+        let took = started.elapsed();
+        let left = std::fs::symlink_metadata(&path).is_ok();
+        let warned = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = warned.clone();
+        let logger = cuframes::log::Logger::new(move |_, m| sink.lock().unwrap().push(m.to_owned()));
+        let keys = cuframes::log::with_logger(Some(&logger), || cuframes::list_keys(Some(dir.path())));
+        let cleaned = cuframes::cleanup_key(&key, Some(dir.path()));
+        let left_after_cleanup = std::fs::symlink_metadata(&path).is_ok();
+        remove_any(&path);
+        let err = match created {
+            Ok(_) => panic!("at the {what}: a publisher was created over {}", path.display()),
+            Err(e) => e,
+        };
+        assert_eq!(err.kind(), ErrorKind::Permission, "at the {what}: {err}");
+        let said = format!(
+            "{} is a regular file every user may write (mode 0666)",
+            path.display()
+        );
+        assert!(err.to_string().contains(&said), "at the {what}: {err}");
+        assert!(took < REFUSED_WITHIN, "at the {what}: refused after {took:?}");
+        assert!(left && left_after_cleanup, "at the {what}: removed");
+        assert!(!keys.contains(&key), "at the {what}: listed: {keys:?}");
+        let warned = warned.lock().unwrap().clone();
+        assert!(
+            warned.iter().any(|w| w.contains(&said)),
+            "at the {what}: skipped with a warning: {warned:?}"
+        );
+        let cleaned = cleaned.map(|_| ()).unwrap_err();
+        assert!(cleaned.to_string().contains(&said), "at the {what}: {cleaned}");
+    }
 }
 
 // -------------------------------------------------------- descriptor floods
@@ -374,6 +448,80 @@ fn idle_connections_do_not_lock_honest_subscribers_out() {
     stop.store(true, Ordering::Relaxed);
     leaker.join().unwrap();
     drop(idle);
+}
+
+/// HELLO_REQ as a cuframes subscriber sends it (descriptors early, an ACK
+/// area of its own), as `name`.
+fn hello_bytes(name: &str) -> Vec<u8> {
+    use cuframes::protocol::{HelloReq, hello_flags};
+    Message::HelloReq(HelloReq {
+        proto_version: 1,
+        name: name.into(),
+        cuda_device: -1,
+        mode: 0,
+        ext_flags: hello_flags::EARLY_FDS | hello_flags::PRIVATE_ACKS,
+    })
+    .encode()
+    .unwrap()
+}
+
+/// A connection that sends HELLO_REQ, reads the publisher's answer (so the
+/// handshake is known to be under way) and then says nothing more; None
+/// when it could not connect.
+fn hello_then_silence(socket: &Path) -> Option<(UnixStream, Option<Message>)> {
+    use std::io::Write;
+    let mut s = UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&hello_bytes("silent")).ok()?;
+    let answer = read_message(&mut s);
+    Some((s, answer))
+}
+
+/// An honest subscriber must get in within a second, three times, beside
+/// whatever holds the publisher meanwhile, and read its frame.
+fn honest_gets_in(key: &str, dir: &Path, publisher: &mut Publisher, beside: &str) {
+    for round in 0..3 {
+        let mut c = subscriber_config(key, dir, "honest");
+        c.connect_timeout = Duration::from_secs(1);
+        let started = Instant::now();
+        let connected = Subscriber::connect(c);
+        let took = started.elapsed();
+        let mut sub = match connected {
+            Ok(sub) => sub,
+            Err(e) => panic!("{beside}, round {round}: the honest subscriber was locked out: {e}"),
+        };
+        assert!(
+            took < Duration::from_secs(1),
+            "{beside}, round {round}: took {took:?}"
+        );
+        publish_pattern(publisher);
+        assert!(lease_matches(&sub.next(SECOND).unwrap()), "{beside}");
+    }
+}
+
+/// Connections of this user that send HELLO and then nothing (a subscriber
+/// stuck before SUBSCRIBE, or an attacker), 16 (its user's whole share of
+/// handshakes) or 64 (everyone's): an honest subscriber of the same user
+/// still gets in within a second. They used to hold their places for the
+/// 30 s a handshake may take, and it was refused at once ("too many
+/// handshakes in progress").
+#[test]
+fn peers_silent_after_hello_do_not_lock_honest_subscribers_out() {
+    for silent in [16, 64] {
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("hello-silent");
+        let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
+        let socket = publisher.paths().socket.clone();
+        let held: Vec<_> = (0..silent).filter_map(|_| hello_then_silence(&socket)).collect();
+        assert_eq!(held.len(), silent, "every silent peer connected");
+        honest_gets_in(
+            &key,
+            dir.path(),
+            &mut publisher,
+            &format!("{silent} silent after HELLO"),
+        );
+        drop(held);
+    }
 }
 
 // ------------------------------------------------- a peer writing the header
@@ -750,6 +898,190 @@ print("forged", rounds, "rounds")
         cfg
     }
 
+    /// A peer of another user that abuses the connection, in Python:
+    /// `idle N` holds N connections that never speak and keeps leaking
+    /// more; `hello N` holds N that send HELLO_REQ (as a cuframes
+    /// subscriber does), read the answer and say nothing more; `fds MARKER
+    /// PER MESSAGES` sends, on each of 5 connections, MESSAGES PINGs with
+    /// PER descriptors of MARKER each, then prints how many of the 5 the
+    /// publisher closed. The first two print "attacking" once in place.
+    const ABUSER: &str = r#"
+import os, socket, struct, sys, time
+path, mode = sys.argv[1], sys.argv[2]
+def msg(kind, payload): return struct.pack("<II", kind, len(payload)) + payload
+def connect():
+    s = socket.socket(socket.AF_UNIX); s.connect(path); return s
+if mode == "idle":
+    held = []
+    for _ in range(int(sys.argv[3])):
+        try: held.append(connect())
+        except OSError: pass
+    print("attacking with", len(held), flush=True)
+    leaked = []
+    while True:
+        try: leaked.append(connect())
+        except OSError: pass
+        if len(leaked) > 400: del leaked[:200]
+        time.sleep(0.0002)
+elif mode == "hello":
+    name = b"silent"
+    hello = msg(1, struct.pack("<II", 1, len(name)) + name + struct.pack("<iII", -1, 0, 3) + bytes(8))
+    held = []
+    for _ in range(int(sys.argv[3])):
+        s = connect(); s.settimeout(5); s.sendall(hello)
+        s.recv(8)  # HELLO_RESP: the handshake is under way
+        held.append(s)
+    print("attacking with", len(held), flush=True)
+    time.sleep(60)
+elif mode == "fds":
+    marker, per, count = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    fd = os.open(marker, os.O_RDONLY)
+    ping = msg(0xF0, struct.pack("<Q", 7) + bytes(8))
+    peers = [connect() for _ in range(5)]
+    for s in peers:
+        for _ in range(count):
+            try: socket.send_fds(s, [ping], [fd] * per)
+            except OSError: break
+    closed = 0
+    for s in peers:
+        s.settimeout(2)
+        try:
+            while s.recv(4096): pass
+            closed += 1
+        except (ConnectionResetError, BrokenPipeError): closed += 1
+        except OSError: pass
+    print("closed", closed, "of", len(peers), flush=True)
+"#;
+
+    /// [`ABUSER`] as `uid` in `GROUP`, through setpriv, at `socket`.
+    fn abuser(uid: u32, socket: &Path, args: &[&str]) -> std::process::Child {
+        Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg(format!("--groups={GROUP}"))
+            .args(["/usr/bin/python3", "-c", ABUSER])
+            .arg(socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("setpriv and python3")
+    }
+
+    /// Kills an abuser and says what it said.
+    fn stop(mut child: std::process::Child) -> String {
+        let _ = child.kill();
+        child.wait_with_output_now()
+    }
+
+    /// 200 idle connections of another user, and more leaked all the
+    /// while, beside an honest subscriber: it gets in within a second.
+    #[test]
+    #[ignore = "needs root, setpriv and python3: run by scripts/test-rust.sh as root"]
+    fn another_users_idle_connections_do_not_lock_honest_subscribers_out() {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("idle-other");
+        let cfg = group_publisher(&key, dir.path(), Policy::DropOldest, cuframes::V1Peers::SameUser);
+        let rt = cfg.runtime_dir.clone().unwrap();
+        let mut publisher = Publisher::create(cfg).unwrap();
+        let socket = publisher.paths().socket.clone();
+        let mut idle = abuser(NOBODY, &socket, &["idle", "200"]);
+        let said = started_attacking(&mut idle);
+        assert!(said.contains("attacking with"), "{said}{}", stop(idle));
+        std::thread::sleep(Duration::from_millis(50));
+        honest_gets_in(&key, &rt, &mut publisher, "200 idle connections of nobody");
+        stop(idle);
+    }
+
+    /// Connections of four other users, 16 each, that send HELLO and then
+    /// nothing: every handshake place (64) is taken; an honest subscriber
+    /// (of a fifth user, root) still gets in within a second. It used to be
+    /// refused at once ("too many handshakes in progress (64, 0 of them
+    /// from uid 0)"). And the places are taken from the users that hold
+    /// the most: a slow handshake of root's (a CUDA subscriber makes its
+    /// context between HELLO and SUBSCRIBE), older than all of theirs, is
+    /// not the one closed to make room.
+    #[test]
+    #[ignore = "needs root, setpriv and python3: run by scripts/test-rust.sh as root"]
+    fn other_users_silent_after_hello_do_not_lock_honest_subscribers_out() {
+        use std::io::Write;
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("hello-other");
+        let cfg = group_publisher(&key, dir.path(), Policy::DropOldest, cuframes::V1Peers::SameUser);
+        let rt = cfg.runtime_dir.clone().unwrap();
+        let mut publisher = Publisher::create(cfg).unwrap();
+        let socket = publisher.paths().socket.clone();
+        let (mut slow, answer) = hello_then_silence(&socket).unwrap();
+        assert!(matches!(answer, Some(Message::HelloResp(_))), "{answer:?}");
+        let mut silent = Vec::new();
+        for uid in NOBODY - 3..=NOBODY {
+            let mut child = abuser(uid, &socket, &["hello", "16"]);
+            let said = started_attacking(&mut child);
+            assert!(
+                said.contains("attacking with 16"),
+                "uid {uid}: {said}{}",
+                stop(child)
+            );
+            silent.push(child);
+        }
+        honest_gets_in(&key, &rt, &mut publisher, "4 users' 16 silent after HELLO");
+        // The slow one finishes its handshake.
+        // (A closed one has its ERROR to read.)
+        let _ = slow.write_all(&Message::SubscribeReq { proto_version: 1 }.encode().unwrap());
+        let resp =
+            std::iter::from_fn(|| read_message(&mut slow)).find(|m| !matches!(m, Message::EventFd { .. }));
+        assert!(
+            matches!(&resp, Some(Message::SubscribeResp(r)) if r.result == 0),
+            "root's slow handshake was closed: {resp:?}"
+        );
+        for child in silent {
+            stop(child);
+        }
+    }
+
+    /// Another user's peers that send descriptors (1, 9, 200, 253 a
+    /// message): each is closed, the publisher keeps none of them, and an
+    /// honest subscriber still gets in.
+    #[test]
+    #[ignore = "needs root, setpriv and python3: run by scripts/test-rust.sh as root"]
+    fn another_users_descriptors_are_closed_with_their_peer() {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let key = unique_key("fdflood-other");
+        let cfg = group_publisher(&key, dir.path(), Policy::DropOldest, cuframes::V1Peers::SameUser);
+        let rt = cfg.runtime_dir.clone().unwrap();
+        let mut publisher = Publisher::create(cfg).unwrap();
+        let socket = publisher.paths().socket.clone();
+        // A file nobody can open, which this process does not hold.
+        let marker = dir.path().join("marker");
+        std::fs::write(&marker, b"").unwrap();
+        std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let marker = marker.canonicalize().unwrap();
+        for per_message in ["1", "9", "200", "253"] {
+            let child = abuser(
+                NOBODY,
+                &socket,
+                &["fds", marker.to_str().unwrap(), per_message, "141"],
+            );
+            let out = child.wait_with_output().unwrap();
+            let said =
+                String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+            assert!(
+                said.contains("closed 5 of 5"),
+                "{per_message} descriptors a message: {said}"
+            );
+            assert!(
+                eventually(Duration::from_secs(2), || open_on(&marker) == 0),
+                "{per_message} descriptors a message: the publisher still holds {} of them",
+                open_on(&marker)
+            );
+        }
+        honest_gets_in(&key, &rt, &mut publisher, "after nobody's descriptor floods");
+    }
+
     /// By default a group member that speaks plain v1 is refused, saying
     /// why, and cannot open the shared header for writing (0640).
     #[test]
@@ -854,6 +1186,84 @@ print("forged", rounds, "rounds")
         .unwrap_or_default()
     }
 
+    /// Another user's regular file at a key's header or lock name that no
+    /// live publisher holds (its leftover, or a plant): listings skip it
+    /// with a warning naming the path and its owner, and go on; cleanup
+    /// leaves it, saying why. The same user's live key (the lock held by a
+    /// process of nobody's) is listed. It used to be listed as a stale key
+    /// of ours, and cleanup failed on it.
+    #[test]
+    #[ignore = "needs root, setpriv and python3: run by scripts/test-rust.sh as root"]
+    fn another_users_files_nobody_holds_are_not_listed_or_cleaned() {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let (stale, live) = (unique_key("nobodys-stale"), unique_key("nobodys-live"));
+        let stale_paths = [
+            PathBuf::from(format!("/dev/shm/cuframes-{stale}")),
+            dir.path().join(format!("{stale}.lock")),
+        ];
+        for path in &stale_paths {
+            std::fs::write(
+                path,
+                vec![0u8; if path.starts_with("/dev/shm") { 7424 } else { 0 }],
+            )
+            .unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        // A publisher of nobody's, as far as the names go: it holds a lock
+        // on its header (an OFD lock and a POSIX one conflict).
+        let live_header = PathBuf::from(format!("/dev/shm/cuframes-{live}"));
+        let mut holder = Command::new("setpriv")
+            .arg(format!("--reuid={NOBODY}"))
+            .arg(format!("--regid={NOBODY}"))
+            .arg("--clear-groups")
+            .args([
+                "/usr/bin/python3",
+                "-c",
+                "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT|os.O_EXCL, 0o600); os.ftruncate(fd, 7424); fcntl.lockf(fd, fcntl.LOCK_EX|fcntl.LOCK_NB); print('listening', flush=True); time.sleep(30)",
+            ])
+            .arg(&live_header)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv and python3");
+        let said = started_listening(&mut holder);
+        let warned = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = warned.clone();
+        let logger = cuframes::log::Logger::new(move |_, m| sink.lock().unwrap().push(m.to_owned()));
+        let keys = cuframes::log::with_logger(Some(&logger), || cuframes::list_keys(Some(dir.path())));
+        let cleaned = cuframes::cleanup_key(&stale, Some(dir.path())).map(|_| ());
+        let left: Vec<bool> = stale_paths
+            .iter()
+            .map(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == NOBODY))
+            .collect();
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let _ = std::fs::remove_file(&live_header);
+        for path in &stale_paths {
+            let _ = std::fs::remove_file(path);
+        }
+        assert!(said.contains("listening"), "{said}");
+        assert!(
+            keys.contains(&live),
+            "another user's live key is listed: {keys:?}"
+        );
+        assert!(!keys.contains(&stale), "listed as a stale key of ours: {keys:?}");
+        let warned = warned.lock().unwrap().clone();
+        for path in &stale_paths {
+            let said = format!(
+                "{} is a regular file of uid {NOBODY} (nobody) that no live publisher holds",
+                path.display()
+            );
+            assert!(warned.iter().any(|w| w.contains(&said)), "{said}: {warned:?}");
+        }
+        let err = cleaned.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+        assert!(err.to_string().contains("uid 65534 (nobody)"), "{err}");
+        assert_eq!(left, [true, true], "cleanup left nobody's files alone");
+    }
+
     /// Another user's file or a device node at any of a key's names is
     /// refused at once and left alone.
     #[test]
@@ -888,10 +1298,7 @@ print("forged", rounds, "rounds")
                     err.to_string().contains(&path.display().to_string()),
                     "{kind} at the {what}: {err}"
                 );
-                assert!(
-                    took < Duration::from_millis(500),
-                    "{kind} at the {what}: {took:?}"
-                );
+                assert!(took < REFUSED_WITHIN, "{kind} at the {what}: {took:?}");
                 let meta = std::fs::symlink_metadata(&path).expect("left in place");
                 assert_eq!(meta.uid(), if device { 0 } else { NOBODY });
                 let d = dir.path().to_owned();

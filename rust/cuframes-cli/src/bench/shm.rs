@@ -86,18 +86,26 @@ impl ShmRing {
         Ok(ring_map)
     }
 
-    /// Opens a ring another process created.
+    /// Opens a ring another process (the bench that started this one)
+    /// created: as the library opens its names in /dev/shm (never blocking
+    /// or following a link, a regular file checked with fstat), and only a
+    /// file of this user's.
     pub fn open(path: &Path, ring: usize, frame_bytes: usize) -> Result<ShmRing> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| io(format!("opening {}", path.display()), e))?;
+        use std::os::unix::fs::MetadataExt;
+        let (file, meta) = cuframes::open_shared_file(path, true)?;
+        let me = nix::unistd::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(Error::new(
+                ErrorKind::Permission,
+                format!(
+                    "{} belongs to uid {}, not to this user (uid {me}): not a ring this bench made",
+                    path.display(),
+                    meta.uid()
+                ),
+            ));
+        }
         let (_, total) = Self::total(ring, frame_bytes);
-        let len = file
-            .metadata()
-            .map_err(|e| io(format!("stat {}", path.display()), e))?
-            .len();
+        let len = meta.len();
         if ring == 0 || ring > MAX_RING || len < total as u64 {
             return Err(Error::new(
                 ErrorKind::Corrupt,
@@ -263,5 +271,43 @@ mod tests {
         drop(b);
         drop(a);
         assert!(!path.exists(), "the creator unlinks the file");
+    }
+
+    /// What is planted at a ring's name is refused at once, naming the
+    /// path and what is there: a FIFO is not opened, a link not followed
+    /// (one to a large enough file used to be mapped as the ring), a file
+    /// every user may write not used.
+    #[test]
+    fn a_planted_name_is_refused_without_blocking() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        let link = dir.path().join("link");
+        let target = dir.path().join("target");
+        std::fs::write(&target, vec![0u8; 3 * PAGE]).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let open = dir.path().join("world-writable");
+        std::fs::write(&open, vec![0u8; 3 * PAGE]).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        for (path, what) in [
+            (fifo, "FIFO"),
+            (link, "symbolic link"),
+            (open, "every user may write"),
+        ] {
+            let p = path.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(ShmRing::open(&p, 1, 100).map(|_| ()).map_err(|e| e.to_string()));
+            });
+            let result = rx
+                .recv_timeout(std::time::Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("opening {} hung", path.display()));
+            let err = result.unwrap_err();
+            assert!(
+                err.contains(&format!("{} is a", path.display())) && err.contains(what),
+                "{err}"
+            );
+        }
     }
 }

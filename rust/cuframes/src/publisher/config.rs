@@ -115,8 +115,9 @@ pub struct PublisherConfig {
     /// `/run/cuframes` (D5).
     pub runtime_dir: Option<PathBuf>,
     /// A group (name or number) whose members may subscribe besides this
-    /// user and root: socket and shared header become 0660 with that group,
-    /// a runtime directory of ours gets its search bit (D19).
+    /// user and root: the socket becomes 0660 and the shared header 0640
+    /// with that group (0660 with [`V1Peers::Allow`]), a runtime directory
+    /// of ours gets its search bit (D19).
     /// None (default): 0600, this user and root only.
     pub group: Option<String>,
     /// Where the library's messages about this publisher go (its creation

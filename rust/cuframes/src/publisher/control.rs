@@ -34,7 +34,11 @@ const HELLO_TIMEOUT: Duration = Duration::from_millis(500);
 const MAX_SILENT: usize = 64;
 
 /// Most handshakes past HELLO (making their CUDA context, mapping slots)
-/// at once, and from one user.
+/// at once, and from one user. A HELLO beyond either closes the handshake
+/// that has waited longest since its HELLO: of the newcomer's user when
+/// that user is at its share, else of the user with the most (D34). The
+/// wait between HELLO and SUBSCRIBE cannot be short: a CUDA subscriber
+/// makes its context there (D23).
 const MAX_HANDSHAKES: usize = 64;
 const MAX_HANDSHAKES_PER_UID: usize = 16;
 
@@ -145,7 +149,12 @@ struct Peer {
     uid: u32,
     /// It asked for an ACK area of its own (D33).
     private_acks: bool,
+    /// When its handshake times out: before HELLO, HELLO_TIMEOUT after the
+    /// accept; after HELLO, `handshake_timeout` after its HELLO.
     deadline: Instant,
+    /// Closed to make room for a newer handshake (closed with the timed-out
+    /// ones, after the peers ready this turn are served).
+    evicted: bool,
 }
 
 enum Verdict {
@@ -206,17 +215,26 @@ impl Control {
             }
             // Service readable peers (back to front so removal keeps indices).
             for index in (0..ready.len()).rev() {
-                if ready[index] && matches!(self.service(index), Verdict::Close) {
+                if ready[index] && !self.peers[index].evicted && matches!(self.service(index), Verdict::Close)
+                {
                     self.close(index);
                 }
             }
             // Peers removed by the publishing thread (ACK timeout) show up as
             // readable with EOF and are closed by service(); handshakes that
-            // ran out of time are closed here.
+            // ran out of time or made room for newer ones are closed here.
             let now = Instant::now();
             for index in (0..self.peers.len()).rev() {
                 let p = &self.peers[index];
-                if !matches!(p.phase, Phase::Active(_)) && p.deadline <= now {
+                if p.evicted {
+                    let _ = p.chan.send(&Message::Error {
+                        code: ErrorKind::TooMany.code(),
+                        message: format!(
+                            "too many handshakes in progress: yours, silent longest since its HELLO, was closed to make room (at most {MAX_HANDSHAKES} at once, {MAX_HANDSHAKES_PER_UID} of one user)"
+                        ),
+                    });
+                    self.reject(index);
+                } else if !matches!(p.phase, Phase::Active(_)) && p.deadline <= now {
                     let _ = p.chan.send(&Message::Error {
                         code: ErrorKind::Timeout.code(),
                         message: "handshake not completed in time".into(),
@@ -283,6 +301,7 @@ impl Control {
                 uid: cred.uid,
                 private_acks: false,
                 deadline: Instant::now() + HELLO_TIMEOUT,
+                evicted: false,
             });
         }
     }
@@ -309,15 +328,54 @@ impl Control {
         }
     }
 
-    /// Peers past HELLO and not yet subscribed: in all, and of `uid`.
-    fn handshakes(&self, uid: u32) -> (usize, usize) {
-        let busy = self.peers.iter().filter(|p| p.phase == Phase::Subscribe);
-        let of_uid = busy.clone().filter(|p| p.uid == uid).count();
-        (busy.count(), of_uid)
+    /// Makes room for one more handshake past HELLO, of `uid`: when that
+    /// user has its share, or everyone has theirs, the handshake that has
+    /// waited longest since its HELLO — of `uid`, or else of the user with
+    /// the most in progress — is marked to be closed. An admitted peer
+    /// that says HELLO and then nothing thus holds a place only until
+    /// newer handshakes need it, and never one of a user with fewer.
+    fn make_room(&mut self, uid: u32) {
+        let pending = |p: &&Peer| p.phase == Phase::Subscribe && !p.evicted;
+        let of = |uid: u32| self.peers.iter().filter(pending).filter(|p| p.uid == uid).count();
+        let victims_uid = if of(uid) >= MAX_HANDSHAKES_PER_UID {
+            uid
+        } else if self.peers.iter().filter(pending).count() >= MAX_HANDSHAKES {
+            // Everyone's places are taken: of the users with the most
+            // (never fewer than `uid`'s), the one whose oldest waited longest.
+            let most = self
+                .peers
+                .iter()
+                .filter(pending)
+                .map(|p| of(p.uid))
+                .max()
+                .unwrap_or(0);
+            match self
+                .peers
+                .iter()
+                .filter(pending)
+                .filter(|p| of(p.uid) == most)
+                .min_by_key(|p| p.deadline)
+            {
+                Some(p) => p.uid,
+                None => return,
+            }
+        } else {
+            return;
+        };
+        // Every pending deadline is its HELLO + `handshake_timeout`: the
+        // first to come is of the HELLO longest ago.
+        let Some(victim) = self
+            .peers
+            .iter_mut()
+            .filter(|p| p.phase == Phase::Subscribe && !p.evicted && p.uid == victims_uid)
+            .min_by_key(|p| p.deadline)
+        else {
+            return;
+        };
+        victim.evicted = true;
     }
 
     fn handle(&mut self, index: usize, msg: Message) -> Verdict {
-        let (handshakes, of_uid) = self.handshakes(self.peers[index].uid);
         let peer = &mut self.peers[index];
         match (peer.phase, msg) {
             (_, Message::Ping { nonce }) => send_or_close(&peer.chan, &Message::Pong { nonce }),
@@ -331,16 +389,6 @@ impl Control {
                         proto_version: PROTOCOL_VERSION,
                         accept: None,
                     }));
-                    return Verdict::Close;
-                }
-                if handshakes >= MAX_HANDSHAKES || of_uid >= MAX_HANDSHAKES_PER_UID {
-                    let _ = peer.chan.send(&Message::Error {
-                        code: ErrorKind::TooMany.code(),
-                        message: format!(
-                            "too many handshakes in progress ({handshakes}, {of_uid} of them from uid {}): try again",
-                            peer.uid
-                        ),
-                    });
                     return Verdict::Close;
                 }
                 if crate::SubscriberMode::from_wire(req.mode).is_none() {
@@ -357,6 +405,9 @@ impl Control {
                     let _ = peer.chan.send(&refusal);
                     return Verdict::Close;
                 }
+                let uid = peer.uid;
+                self.make_room(uid);
+                let peer = &mut self.peers[index];
                 peer.name = req.name;
                 peer.phase = Phase::Subscribe;
                 peer.private_acks = private_acks;

@@ -2,7 +2,6 @@
 //! atomic field access, snapshots and validation of untrusted contents.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use nix::errno::Errno;
@@ -207,14 +206,7 @@ impl ShmHeader {
         let (file, meta) = match names::open_regular(&path, false) {
             Ok(opened) => opened,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(AtName::Absent),
-            Err(e) if e.kind() == ErrorKind::Permission => return Err(e),
-            Err(e) => {
-                let owner = names::lstat(&path)?.map_or(String::new(), |m| format!(" of uid {}", m.uid()));
-                return Err(names::foreign(
-                    &path,
-                    format_args!("a file{owner} this process cannot read ({e})"),
-                ));
-            }
+            Err(e) => return Err(e),
         };
         if crate::platform::lock::is_locked_elsewhere(&file) {
             return Ok(AtName::Live);
@@ -222,13 +214,16 @@ impl ShmHeader {
         if !names::owned_by_us(&meta) {
             return Err(names::foreign(
                 &path,
-                format_args!("a file of uid {}", meta.uid()),
+                names::not_ours(&meta, " that no live publisher holds"),
             ));
         }
         if meta.len() != 0 && meta.len() != HEADER_SIZE as u64 {
             return Err(names::foreign(
                 &path,
-                format_args!("{} bytes long (a shared header is {HEADER_SIZE})", meta.len()),
+                format_args!(
+                    "a regular file of {} bytes (a shared header is {HEADER_SIZE}), not a file cuframes made",
+                    meta.len()
+                ),
             ));
         }
         Ok(AtName::Stale)
