@@ -438,3 +438,29 @@ fn json_logs_are_one_object_per_line() {
     );
     assert_eq!(find("error").2["fields"]["kind"], "NotFound");
 }
+
+/// The `policy` label is spelled as `ls`, `inspect` and `top` print it.
+#[test]
+fn the_policy_label_is_spelled_as_the_cli_prints_it() {
+    let env = TestEnv::new();
+    let key = env.key("ex-policy");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    publish(&mut publisher);
+    let m = scrape(&env);
+    let info = m
+        .iter()
+        .find(|(n, l, _)| n == "cuframes_stream_info" && l.get("key") == Some(&key))
+        .expect("the stream is described");
+    let listed = env.run(&["ls", "--json"]);
+    listed.assert_success();
+    let row = listed.json();
+    let row = row
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key.as_str())
+        .expect("ls lists the key")
+        .clone();
+    assert_eq!(info.1["policy"], row["policy"].as_str().unwrap());
+    assert_eq!(info.1["policy"], "drop_oldest");
+}

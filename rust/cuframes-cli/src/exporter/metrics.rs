@@ -11,7 +11,9 @@ use std::fmt::Write;
 
 use cuframes::inspect::{Inspection, SubscriberView};
 use cuframes::protocol::SUBSCRIBER_ACTIVE;
-use cuframes::{CudaShare, MemoryKind, Policy};
+use cuframes::Policy;
+
+use crate::args::policy_name;
 
 /// One metric family: HELP, TYPE, and its samples.
 struct Family {
@@ -199,16 +201,10 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
         pid.add(&[("key", k)], h.producer_pid as f64);
         let layout = &stream.layout;
         let (w, hgt) = (layout.width().to_string(), layout.height().to_string());
-        let policy = Policy::from_wire(stream.policy).map_or("unknown", |p| p.name());
-        let memory = match stream.memory {
-            MemoryKind::Host => "host",
-            MemoryKind::Cuda => "cuda",
-        };
-        let share = match stream.cuda_share() {
-            Some(CudaShare::Fd) => "fd",
-            Some(CudaShare::Ipc) => "ipc",
-            None => "",
-        };
+        // Spelled as `ls`, `inspect` and `top` print them.
+        let policy = Policy::from_wire(stream.policy).map_or("unknown", policy_name);
+        let memory = stream.memory.name();
+        let share = stream.cuda_share().map_or("", |share| share.name());
         let format = layout.format().name();
         info.add(
             &[
