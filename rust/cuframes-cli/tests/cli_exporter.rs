@@ -377,7 +377,8 @@ fn scrapes_during_start_up_and_shutdown_are_consistent() {
 
 /// `--log-format json`: every line on standard error is one JSON object
 /// with time, level, key, event, message and fields, the library's own
-/// warnings (here: a FIFO planted under a key's name) included.
+/// warnings (here: a FIFO planted under a key's name) and the
+/// exporter's start-up line included.
 #[test]
 fn json_logs_are_one_object_per_line() {
     let env = TestEnv::new();
@@ -404,10 +405,27 @@ fn json_logs_are_one_object_per_line() {
     ]);
     let listed = env.run(&["--log-format", "json", "ls"]);
     let failed = env.run(&["--log-format", "json", "subscribe", "no-such-key-here"]);
+    // The exporter's own lines, its start-up line included.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let exporter = env.spawn(
+        "exporter",
+        &["--log-format", "json", "exporter", "--listen", &listen],
+    );
+    wait_until(Duration::from_secs(10), "the exporter to listen", || {
+        std::net::TcpStream::connect(&listen).is_ok()
+    });
+    exporter.signal(nix::sys::signal::Signal::SIGTERM);
+    let exported = exporter.wait(Duration::from_secs(5));
     let _ = std::fs::remove_file(shm_path(&planted));
     published.assert_success();
+    assert!(!exported.stderr.is_empty(), "the exporter says nothing: {exported}");
     let mut events = Vec::new();
-    for out in [&published, &listed, &failed] {
+    for out in [&published, &listed, &failed, &exported] {
         for line in out.stderr_lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
             for field in ["time", "level", "key", "event", "message", "fields"] {
@@ -437,6 +455,7 @@ fn json_logs_are_one_object_per_line() {
         warning.2
     );
     assert_eq!(find("error").2["fields"]["kind"], "NotFound");
+    assert_eq!(find("serving").2["fields"]["listen"], listen.as_str());
 }
 
 /// The `policy` label is spelled as `ls`, `inspect` and `top` print it.

@@ -65,7 +65,17 @@ pub fn run(a: ExporterArgs) -> Result<ExitCode> {
     }
     let listener = TcpListener::bind(&a.listen)
         .map_err(|e| cuframes::Error::io(format!("listening on {}", a.listen), &e))?;
-    eprintln!("cuframes exporter: serving http://{}/metrics", a.listen);
+    let address = listener
+        .local_addr()
+        .map_or_else(|_| a.listen.clone(), |at| at.to_string());
+    // Through the logger: one JSON object under --log-format json.
+    crate::logline::event(
+        crate::logline::Level::Info,
+        None,
+        "serving",
+        &format!("exporter serving http://{address}/metrics"),
+        serde_json::json!({"listen": address}),
+    );
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         // One client at a time, each bounded: a stuck client costs the
