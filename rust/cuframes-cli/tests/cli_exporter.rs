@@ -483,3 +483,47 @@ fn the_policy_label_is_spelled_as_the_cli_prints_it() {
     assert_eq!(info.1["policy"], row["policy"].as_str().unwrap());
     assert_eq!(info.1["policy"], "drop_oldest");
 }
+
+/// `--textfile`: the temporary file beside the page is opened exclusively
+/// and never through a link; a FIFO or a symlink planted at its name is
+/// refused, naming it (a FIFO used to hang the exporter for good), and a
+/// stale temporary regular file of ours is replaced.
+#[test]
+fn textfile_refuses_what_is_planted_at_its_temporary_name() {
+    let env = TestEnv::new();
+    let out_dir = tempfile::tempdir().unwrap();
+    let page = out_dir.path().join("cuframes.prom");
+    let tmp = out_dir.path().join("cuframes.prom.tmp");
+    let page_arg = page.to_str().unwrap();
+    // A FIFO.
+    nix::unistd::mkfifo(&tmp, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut exporter = env.spawn("exporter", &["exporter", "--textfile", page_arg, "--interval", "1s"]);
+    let out = exporter
+        .wait_within(Duration::from_secs(5))
+        .unwrap_or_else(|out| panic!("hung on a FIFO at the temporary name: {out}"));
+    let message = out.assert_error(&["FIFO", tmp.to_str().unwrap()]);
+    assert!(!page.exists(), "{message}");
+    std::fs::remove_file(&tmp).unwrap();
+    // A symlink to a file the exporter must not write.
+    let victim = out_dir.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+    let mut exporter = env.spawn("exporter", &["exporter", "--textfile", page_arg, "--interval", "1s"]);
+    let out = exporter
+        .wait_within(Duration::from_secs(5))
+        .unwrap_or_else(|out| panic!("still running: {out}"));
+    out.assert_error(&["symbolic link", tmp.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(!page.exists());
+    std::fs::remove_file(&tmp).unwrap();
+    // A stale temporary file of ours (an exporter killed mid-write).
+    std::fs::write(&tmp, b"half a page").unwrap();
+    let exporter = env.spawn("exporter", &["exporter", "--textfile", page_arg, "--interval", "1s"]);
+    wait_until(Duration::from_secs(5), "the page", || page.exists());
+    exporter.signal(nix::sys::signal::Signal::SIGTERM);
+    exporter.wait(Duration::from_secs(5)).assert_success();
+    let text = std::fs::read_to_string(&page).unwrap();
+    parse(&text);
+    assert!(text.contains("cuframes_exporter_keys"), "{text}");
+    assert!(!tmp.exists(), "the temporary file was renamed");
+}

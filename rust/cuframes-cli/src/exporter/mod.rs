@@ -120,11 +120,77 @@ fn answer(conn: &mut TcpStream, runtime_dir: Option<&Path>, errors_total: &mut u
     conn.flush()
 }
 
-/// Writes `page` to `path` whole: a temporary file beside it, renamed
-/// over it (node_exporter never reads half a file).
-fn write_textfile(path: &PathBuf, page: &str) -> Result<()> {
-    let tmp = path.with_extension("prom.tmp");
-    std::fs::write(&tmp, page)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| cuframes::Error::io(format!("writing {}", path.display()), &e))
+/// Writes `page` to `path` whole: a temporary file beside it
+/// (`<path>.prom.tmp`, see [`temporary_name`]), renamed over it
+/// (node_exporter never reads half a file).
+///
+/// The directory may be one others write (node_exporter's textfile
+/// directory), so the temporary file is made new (`O_CREAT | O_EXCL`),
+/// never through a link (`O_NOFOLLOW`) and never waiting on a FIFO
+/// (`O_NONBLOCK`): a stale one is removed only when it is a regular file
+/// of ours (an exporter killed mid-write); anything else there is refused,
+/// naming it.
+fn write_textfile(path: &Path, page: &str) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let tmp = temporary_name(path);
+    let shown = tmp.display();
+    if let Ok(there) = std::fs::symlink_metadata(&tmp) {
+        let ours = there.uid() == nix::unistd::geteuid().as_raw();
+        if !there.file_type().is_file() || !ours {
+            return Err(cuframes::Error::new(
+                cuframes::ErrorKind::Permission,
+                format!(
+                    "the textfile's temporary name {shown} holds a {} of uid {}, not a file this exporter left: refusing to write through it (remove it)",
+                    kind_of(&there),
+                    there.uid()
+                ),
+            ));
+        }
+        std::fs::remove_file(&tmp)
+            .map_err(|e| cuframes::Error::io(format!("removing the stale {shown}"), &e))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(|e| cuframes::Error::io(format!("creating {shown} (O_EXCL, O_NOFOLLOW)"), &e))?;
+    let written = file
+        .write_all(page.as_bytes())
+        .and_then(|()| file.sync_data())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(cuframes::Error::io(
+            format!("writing {} (through {shown})", path.display()),
+            &e,
+        ));
+    }
+    Ok(())
+}
+
+/// `<path>.prom.tmp` beside `path` (`cuframes.prom` → `cuframes.prom.tmp`):
+/// not a `*.prom` name, so node_exporter never reads it.
+fn temporary_name(path: &Path) -> PathBuf {
+    path.with_extension("prom.tmp")
+}
+
+/// What a file is, in words, for errors.
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        "symbolic link"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_char_device() || ft.is_block_device() {
+        "device"
+    } else {
+        "regular file"
+    }
 }
