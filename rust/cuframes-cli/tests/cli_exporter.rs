@@ -416,8 +416,14 @@ fn json_logs_are_one_object_per_line() {
         "exporter",
         &["--log-format", "json", "exporter", "--listen", &listen],
     );
-    wait_until(Duration::from_secs(10), "the exporter to listen", || {
-        std::net::TcpStream::connect(&listen).is_ok()
+    // An answer: it serves only after saying where.
+    wait_until(Duration::from_secs(10), "the exporter to answer", || {
+        std::net::TcpStream::connect(&listen).is_ok_and(|mut conn| {
+            let mut answer = String::new();
+            conn.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_ok()
+                && conn.read_to_string(&mut answer).is_ok()
+                && answer.ends_with("ok\n")
+        })
     });
     exporter.signal(nix::sys::signal::Signal::SIGTERM);
     let exported = exporter.wait(Duration::from_secs(5));
