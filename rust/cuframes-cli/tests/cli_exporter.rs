@@ -284,15 +284,26 @@ fn the_http_endpoint_answers_and_refuses() {
     assert!(get("GET /nope HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 404"));
     assert!(get("POST /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 405"));
     assert!(get("\u{0}\u{1}garbage\r\n\r\n").starts_with("HTTP/1.1 405"));
-    // A client that connects and says nothing costs the others at most 2 s.
-    let _silent = std::net::TcpStream::connect(&listen).unwrap();
+    // Clients that connect and say nothing, or send half a request, hold
+    // up no one: each is served by its own thread (they used to be served
+    // one at a time, each costing the others up to 2 s).
+    let mut silent = Vec::new();
+    for n in 0..5 {
+        let mut conn = std::net::TcpStream::connect(&listen).unwrap();
+        if n % 2 == 1 {
+            conn.write_all(b"GET /metr").unwrap();
+        }
+        silent.push(conn);
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let started = Instant::now();
     assert!(get("GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "{:?}",
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?} behind 5 silent clients",
         started.elapsed()
     );
+    drop(silent);
     drop(exporter);
 }
 
@@ -328,6 +339,34 @@ fn hostile_files_and_headers_are_survived() {
         parse(&out.stdout);
         assert!(!out.stdout.contains(&fifo), "the FIFO is no key: {out}");
     }
+    // The runtime directory: at a key's socket and lock names, what no
+    // publisher puts there. None is a key but the stale lock's.
+    let dir = env.dir();
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+    let planted: Vec<String> = (0..7).map(|n| env.key(&format!("ex-rt{n}"))).collect();
+    let at = |n: usize, ext: &str| dir.join(format!("{}.{ext}", planted[n]));
+    nix::unistd::mkfifo(&at(0, "sock"), mode).unwrap();
+    nix::unistd::mkfifo(&at(1, "lock"), mode).unwrap();
+    std::fs::create_dir(at(2, "sock")).unwrap();
+    std::fs::create_dir(at(3, "lock")).unwrap();
+    std::fs::write(at(4, "sock"), b"not a socket").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", at(5, "sock")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", at(5, "lock")).unwrap();
+    std::fs::write(at(6, "lock"), b"").unwrap(); // a dead publisher's lock
+    let started = Instant::now();
+    let out = env.run(&["exporter", "--once"]);
+    out.assert_success();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let m = parse(&out.stdout);
+    for key in &planted[..6] {
+        assert!(!out.stdout.contains(key.as_str()), "{key} is no key: {out}");
+    }
+    assert_eq!(value(&m, "cuframes_key_stale", &planted[6], None), Some(1.0));
+    assert_eq!(value(&m, "cuframes_publisher_up", &planted[6], None), Some(0.0));
+    assert_eq!(value(&m, "cuframes_key_unreadable", &planted[6], None), Some(0.0));
+    // The scribbled header does not validate: an error, not up.
+    assert_eq!(value(&m, "cuframes_publisher_up", &key, None), Some(0.0));
+    assert_eq!(value(&m, "cuframes_key_unreadable", &key, None), Some(1.0));
     let _ = std::fs::remove_file(&fifo_path);
     let _ = std::fs::remove_file(shm_path(&junk));
 }
@@ -532,4 +571,57 @@ fn textfile_refuses_what_is_planted_at_its_temporary_name() {
     parse(&text);
     assert!(text.contains("cuframes_exporter_keys"), "{text}");
     assert!(!tmp.exists(), "the temporary file was renamed");
+}
+
+/// Binds a listening socket at `key`'s socket name that never answers, and
+/// holds its lock: a publisher wedged before it serves anyone, in the layout
+/// where the exporter asks for the header over the socket (no /dev/shm entry).
+fn wedged_publisher(env: &TestEnv, key: &str) -> (std::os::unix::net::UnixListener, std::fs::File) {
+    let listener = std::os::unix::net::UnixListener::bind(env.socket(key)).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(env.lock(key))
+        .unwrap();
+    let mut request = nix::libc::flock {
+        l_type: nix::libc::F_WRLCK as i16,
+        l_whence: nix::libc::SEEK_SET as i16,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_OFD_SETLK(&mut request)).expect("OFD lock");
+    (listener, lock)
+}
+
+/// Ten publishers that accept no HELLO beside a real one: the scrape still
+/// ends in well under Prometheus's 10 s timeout, the real key is up, and
+/// the wedged ones are errors, not up.
+#[test]
+fn wedged_publishers_do_not_stall_a_scrape() {
+    let env = TestEnv::new();
+    let key = env.key("ex-alive");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    publish(&mut publisher);
+    let wedged: Vec<String> = (0..10).map(|n| env.key(&format!("ex-wedged{n}"))).collect();
+    let _held: Vec<_> = wedged.iter().map(|k| wedged_publisher(&env, k)).collect();
+    let started = Instant::now();
+    let out = env.run(&["exporter", "--once"]);
+    let took = started.elapsed();
+    out.assert_success();
+    assert!(took < Duration::from_secs(5), "a scrape took {took:?}");
+    let m = parse(&out.stdout);
+    assert_eq!(value(&m, "cuframes_publisher_up", &key, None), Some(1.0));
+    assert_eq!(value(&m, "cuframes_key_unreadable", &key, None), Some(0.0));
+    for k in &wedged {
+        assert_eq!(value(&m, "cuframes_publisher_up", k, None), Some(0.0), "{k}");
+        assert_eq!(value(&m, "cuframes_key_unreadable", k, None), Some(1.0), "{k}");
+    }
+    let errors = m
+        .iter()
+        .find(|(n, _, _)| n == "cuframes_exporter_scrape_errors_total")
+        .map(|(_, _, v)| *v);
+    assert_eq!(errors, Some(10.0));
 }

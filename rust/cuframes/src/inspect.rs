@@ -2,6 +2,8 @@
 //! `inspect` and monitoring tools. Nothing read here is trusted; the raw
 //! values are reported alongside the verdict of validation.
 
+use std::time::Duration;
+
 use crate::error::Result;
 use crate::resources::{KeyStatus, key_status};
 use crate::shm::header::{ShmHeader, StreamInfo, validate_header};
@@ -137,15 +139,33 @@ impl Inspection {
     }
 }
 
+/// How long [`inspect`] waits for a publisher to send its header over the
+/// socket.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Inspects `key` (runtime directory as in
-/// [`crate::resources::runtime_dir_candidates`]).
+/// [`crate::resources::runtime_dir_candidates`]), waiting up to
+/// [`DEFAULT_FETCH_TIMEOUT`] for a header asked for over the socket.
 pub fn inspect(key: &str, runtime_dir: Option<&std::path::Path>) -> Result<Inspection> {
+    inspect_within(key, runtime_dir, DEFAULT_FETCH_TIMEOUT)
+}
+
+/// [`inspect`], waiting at most `timeout` for a publisher that is asked for
+/// its header over the socket (a key whose `/dev/shm` is another IPC
+/// namespace's): one that does not answer in time leaves the header
+/// unread (`header` None, `info` saying why). Everything else read here
+/// never waits.
+pub fn inspect_within(
+    key: &str,
+    runtime_dir: Option<&std::path::Path>,
+    timeout: Duration,
+) -> Result<Inspection> {
     let status = key_status(key, runtime_dir)?;
     // A live key whose /dev/shm is another IPC namespace's (another
     // container): ask its publisher for the header over the socket.
     let opened = ShmHeader::open_read_only(&status.paths.shm_name).or_else(|e| {
         if e.kind() == crate::error::ErrorKind::NotFound && status.live {
-            crate::subscriber::handshake::fetch_header(&status.paths, std::time::Duration::from_secs(2))
+            crate::subscriber::handshake::fetch_header(&status.paths, timeout)
         } else {
             Err(e)
         }

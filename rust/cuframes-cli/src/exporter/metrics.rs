@@ -82,13 +82,28 @@ pub struct ScrapeStats {
     pub errors_total: u64,
 }
 
+/// Whether a key counts as a scrape error: it could not be inspected, or
+/// a live publisher's header (or one left in `/dev/shm`) could not be read
+/// in time or did not validate. A stale key with no header is not one.
+pub fn unreadable(ins: &Result<Inspection, String>) -> bool {
+    match ins {
+        Err(_) => true,
+        Ok(i) => i.info.is_err() && (i.status.live || i.status.has_shm),
+    }
+}
+
 /// The page for `keys` (name and inspection, or why it could not be
 /// inspected).
 pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats) -> String {
     let mut up = Family::new(
         "cuframes_publisher_up",
         "gauge",
-        "1 while a live process publishes the key",
+        "1 while a live process publishes the key and its header could be read",
+    );
+    let mut unreadable_key = Family::new(
+        "cuframes_key_unreadable",
+        "gauge",
+        "1 when the key's header could not be read in time or did not validate in this scrape (counted in cuframes_exporter_scrape_errors_total)",
     );
     let mut pid = Family::new(
         "cuframes_publisher_pid",
@@ -191,9 +206,14 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
     let now_ns = realtime_ns();
     for (key, ins) in keys {
         let k = key.as_str();
-        let Ok(ins) = ins else { continue };
+        let failed = unreadable(ins);
+        unreadable_key.add(&[("key", k)], f64::from(u8::from(failed)));
+        let Ok(ins) = ins else {
+            up.add(&[("key", k)], 0.0);
+            continue;
+        };
         let live = ins.status.live;
-        up.add(&[("key", k)], f64::from(u8::from(live)));
+        up.add(&[("key", k)], f64::from(u8::from(live && !failed)));
         stale.add(&[("key", k)], f64::from(u8::from(!live)));
         let (Some(h), Ok(stream)) = (&ins.header, &ins.info) else {
             continue;
@@ -287,7 +307,7 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
     count.add(&[], keys.len() as f64);
     let mut out = String::new();
     for family in [
-        up, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts, copied_key,
+        up, unreadable_key, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts, copied_key,
         received, lost, copied, lag, lag_s, ack_age, errors, duration, count,
     ] {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
