@@ -87,7 +87,7 @@ for s in range(1, n + 1):
         page, received, report = got
         # The last page it was in is at most one scrape before it left.
         behind = summary["frames"] - received
-        ok = 0 <= behind <= slack and report == "ack_area" and summary["dropped"] == 0
+        ok = 0 <= behind <= slack and report == "publisher" and summary["dropped"] == 0
         print(f"{'ok    ' if ok else 'FAILED'} {key} c{c}: summary {summary['frames']} received, exporter {received:.0f} "
               f"at its last page ({behind:.0f} behind, allowed {slack:.0f}), report {report}, dropped {summary['dropped']}")
         bad += 0 if ok else 1

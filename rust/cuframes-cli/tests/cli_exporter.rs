@@ -147,8 +147,8 @@ fn figures_agree_with_the_library_counts() {
         .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
         .unwrap();
     assert_eq!(
-        info.1["report"], "ack_area",
-        "the publisher's bounded copy of the report"
+        info.1["report"], "publisher",
+        "the publisher's bounded copy of the report, in a header only its user writes"
     );
     // Now the reader takes what is left: 2 lapped frames count as lost.
     while sub.next(Some(Duration::from_millis(50))).is_ok() {}
@@ -624,4 +624,101 @@ fn wedged_publishers_do_not_stall_a_scrape() {
         .find(|(n, _, _)| n == "cuframes_exporter_scrape_errors_total")
         .map(|(_, _, v)| *v);
     assert_eq!(errors, Some(10.0));
+}
+
+/// Counts in a subscriber's record of the named header that a writer of
+/// that header set to 2^62 come out bounded by what the subscriber could
+/// have seen (exporter, top), and a record in a header protocol-v1 peers
+/// can write is not labelled as the publisher's.
+#[test]
+fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
+    use std::os::unix::fs::FileExt;
+    let env = TestEnv::new();
+    let key = env.key("ex-forged");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    for _ in 0..3 {
+        publish(&mut publisher); // before the subscriber joins
+    }
+    let mut sub = host_subscriber(&env, &key, "honest");
+    for _ in 0..5 {
+        publish(&mut publisher);
+        sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let m = scrape(&env);
+    let labels = m
+        .iter()
+        .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
+        .expect("the subscriber's figures")
+        .1
+        .clone();
+    assert_eq!(labels["report"], "publisher", "only the publisher's user writes a 0600 header");
+    // A writer of the named header sets every count of the honest record to
+    // 2^62, over and over (the publisher copies the true report back every
+    // 250 ms).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let forger = {
+        let (stop, path) = (stop.clone(), shm_path(&key));
+        std::thread::spawn(move || {
+            let header = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            // Subscriber record 1 (0xD00 + 128 bytes a record): dropped
+            // 0x40, last_taken_seq 0x48, received 0x50, copied 0x58,
+            // overwritten 0x60 (docs/protocol-notes.md, D35).
+            let record = 0xD00 + 128u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for word in [0x40, 0x48, 0x50, 0x58, 0x60] {
+                    header
+                        .write_all_at(&(1u64 << 62).to_le_bytes(), record + word)
+                        .unwrap();
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    let m = scrape(&env);
+    let top = env.run(&["top", "--once", "--json", "--interval", "100ms"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    forger.join().unwrap();
+    // 8 published, 5 of them since the subscriber joined.
+    for (_, l, v) in m.iter().filter(|(n, l, _)| {
+        n.starts_with("cuframes_subscriber_frames_") && l.get("key") == Some(&key)
+    }) {
+        assert!(*v <= 5.0, "{l:?} {v}: more than the 5 frames published since it joined");
+    }
+    let copied = value(&m, "cuframes_frames_copied_total", &key, None).unwrap();
+    assert!(copied <= 5.0, "copies {copied}");
+    top.assert_success();
+    let rows = top.json();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key.as_str())
+        .expect("top lists the key");
+    for s in row["subscriber_slots"].as_array().expect("subscriber slots") {
+        assert!(s["dropped"].as_u64().unwrap() <= 5, "top: {s}");
+    }
+    drop(sub);
+    drop(publisher);
+    // A header the group's protocol-v1 peers may write (v1_peers=allow with
+    // a group: 0660): nothing read from it is the publisher's word alone.
+    let key = env.key("ex-v1-writable");
+    let mut c = PublisherConfig::new(&key, PixelFormat::Nv12, 64, 48);
+    c.memory = MemoryRequest::Host;
+    c.runtime_dir = Some(env.dir().to_owned());
+    c.group = Some(nix::unistd::getegid().as_raw().to_string());
+    c.v1_peers = cuframes::V1Peers::Allow;
+    let mut publisher = Publisher::create(c).unwrap();
+    let mut sub = host_subscriber(&env, &key, "honest");
+    publish(&mut publisher);
+    sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let m = scrape(&env);
+    let labels = &m
+        .iter()
+        .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
+        .expect("the subscriber's figures")
+        .1;
+    assert_eq!(labels["report"], "v1_peers", "a 0660 header: {labels:?}");
 }

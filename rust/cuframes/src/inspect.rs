@@ -1,6 +1,9 @@
 //! Reading a key's shared header without connecting: for `cuframes ls`,
-//! `inspect` and monitoring tools. Nothing read here is trusted; the raw
-//! values are reported alongside the verdict of validation.
+//! `inspect` and monitoring tools. Nothing read here is trusted: the
+//! header's fixed part is reported alongside the verdict of validation, and
+//! what subscribers' records say is bounded by what they could have seen
+//! ([`Inspection::subscribers`]), since writers of the named header other
+//! than the publisher (protocol-v1 peers, D33) can write every record.
 
 use std::time::Duration;
 
@@ -20,6 +23,35 @@ pub struct Inspection {
     pub header: Option<SharedHeader>,
     /// The validated fixed part, or why validation failed.
     pub info: std::result::Result<StreamInfo, String>,
+    /// The header read is one that others than the publisher's user may
+    /// write: a named header whose group may write it (`v1_peers=allow`
+    /// with a group, 0660), where that group's protocol-v1 subscribers
+    /// write. False for a 0600 or 0640 named header and for the
+    /// publisher's sealed copy (read over the socket).
+    pub others_can_write: bool,
+}
+
+/// Who could have written a subscriber record's counts (D35).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportWriter {
+    /// The publisher: the subscriber's own report, copied from its private
+    /// ACK area and bounded (D33), in a header nobody but the publisher's
+    /// user can write. Nobody else's figures.
+    Publisher,
+    /// Protocol-v1 peers: the record says a v1 subscriber wrote it itself,
+    /// or it lies in a named header its group's v1 subscribers may write,
+    /// so any of them could have (D33).
+    V1Peers,
+}
+
+impl ReportWriter {
+    /// `publisher` or `v1_peers` (the exporter's `report` label).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportWriter::Publisher => "publisher",
+            ReportWriter::V1Peers => "v1_peers",
+        }
+    }
 }
 
 /// One occupied subscriber slot of a header.
@@ -47,10 +79,33 @@ pub struct SubscriberView {
     pub received: u64,
     pub copied: u64,
     pub overwritten: u64,
-    /// The counts are the subscriber's own report copied by the publisher
-    /// from its ACK area, bounded by what it could have seen (D33), rather
-    /// than what a protocol-v1 subscriber wrote into the record itself.
-    pub report_from_ack_area: bool,
+    /// The seq published when it joined, as the publisher wrote it at
+    /// admission (extension, D35; 0 = not kept).
+    pub joined_seq: u64,
+    /// Who could have written the counts.
+    pub report: ReportWriter,
+}
+
+impl SubscriberView {
+    /// The record bounded by what its subscriber could have seen with
+    /// `published` frames published: no seq past the last published; no
+    /// more frames received, nor lost, than were published since it joined
+    /// (`joined_seq`, at most `published`; all of them when not kept); no
+    /// more copies than frames received, nor frames overwritten than lost.
+    /// A writer of the named header other than the publisher could have
+    /// written any record (2^62 lost, say), so every reader goes through
+    /// here ([`Inspection::subscribers`]).
+    pub fn bounded(mut self, published: u64) -> SubscriberView {
+        self.joined_seq = self.joined_seq.min(published);
+        let seen = published - self.joined_seq;
+        self.last_seen_seq = self.last_seen_seq.min(published);
+        self.last_taken_seq = self.last_taken_seq.min(published);
+        self.received = self.received.min(seen);
+        self.dropped = self.dropped.min(seen);
+        self.copied = self.copied.min(self.received);
+        self.overwritten = self.overwritten.min(self.dropped);
+        self
+    }
 }
 
 /// The publisher's own counters in the header (extension, D35).
@@ -109,10 +164,19 @@ impl Inspection {
         })
     }
 
-    /// The occupied subscriber slots (state not free).
+    /// The occupied subscriber slots (state not free), their counts
+    /// bounded by what each could have seen ([`SubscriberView::bounded`])
+    /// and labelled with who could have written them.
     pub fn subscribers(&self) -> Vec<SubscriberView> {
         let Some(h) = &self.header else {
             return Vec::new();
+        };
+        let writer = |source: u64| {
+            if source == REPORT_FROM_ACK_AREA && !self.others_can_write {
+                ReportWriter::Publisher
+            } else {
+                ReportWriter::V1Peers
+            }
         };
         (0..MAX_SUBSCRIBER_SLOTS)
             .filter(|&bit| h.subscribers[bit].state != SUBSCRIBER_FREE)
@@ -132,8 +196,10 @@ impl Inspection {
                     received: word(0x10),
                     copied: word(0x18),
                     overwritten: word(0x20),
-                    report_from_ack_area: word(0x28) == REPORT_FROM_ACK_AREA,
+                    joined_seq: word(0x30),
+                    report: writer(word(0x28)),
                 }
+                .bounded(h.global_seq)
             })
             .collect()
     }
@@ -170,8 +236,10 @@ pub fn inspect_within(
             Err(e)
         }
     });
+    let mut others_can_write = false;
     let (header, info) = match opened {
         Ok(shm) => {
+            others_can_write = shm.others_can_write();
             let magic_ready = shm.load_magic();
             let snapshot = shm.snapshot();
             let info = if magic_ready == crate::wire::MAGIC {
@@ -183,5 +251,68 @@ pub fn inspect_within(
         }
         Err(e) => (None, Err(e.to_string())),
     };
-    Ok(Inspection { status, header, info })
+    Ok(Inspection {
+        status,
+        header,
+        info,
+        others_can_write,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forged(joined_seq: u64, value: u64) -> SubscriberView {
+        SubscriberView {
+            bit: 1,
+            state: crate::wire::layout::SUBSCRIBER_ACTIVE,
+            pid: 1,
+            name: "honest".into(),
+            last_seen_seq: value,
+            last_ack_ns: 0,
+            dropped: value,
+            last_taken_seq: value,
+            received: value,
+            copied: value,
+            overwritten: value,
+            joined_seq,
+            report: ReportWriter::Publisher,
+        }
+    }
+
+    /// 2^62 everywhere in a record of a subscriber that joined at seq 3,
+    /// with 8 published: 5 at most of each count, seqs at most 8.
+    #[test]
+    fn forged_counts_are_bounded_by_what_was_published_since_joining() {
+        let v = forged(3, 1 << 62).bounded(8);
+        assert_eq!(
+            (v.received, v.dropped, v.copied, v.overwritten),
+            (5, 5, 5, 5)
+        );
+        assert_eq!((v.last_seen_seq, v.last_taken_seq), (8, 8));
+        // A joined seq past the last published (forged too) bounds to 0.
+        let v = forged(1 << 62, 1 << 62).bounded(8);
+        assert_eq!((v.joined_seq, v.received, v.dropped), (8, 0, 0));
+        // Not kept (0): everything published.
+        assert_eq!(forged(0, 1 << 62).bounded(8).received, 8);
+    }
+
+    /// Copies are some of the frames received; overwritten ones some of
+    /// those lost.
+    #[test]
+    fn parts_are_bounded_by_their_wholes() {
+        let mut v = forged(0, 0);
+        (v.received, v.copied, v.dropped, v.overwritten) = (2, 7, 1, 4);
+        let v = v.bounded(100);
+        assert_eq!((v.received, v.copied, v.dropped, v.overwritten), (2, 2, 1, 1));
+    }
+
+    /// Honest figures pass unchanged.
+    #[test]
+    fn honest_counts_are_unchanged() {
+        let mut v = forged(10, 0);
+        (v.received, v.copied, v.dropped, v.overwritten, v.last_seen_seq) = (20, 3, 5, 1, 30);
+        assert_eq!(v.clone().bounded(35), v);
+    }
 }

@@ -3,9 +3,11 @@
 //! watching costs the streams nothing and cannot be dropped.
 //!
 //! Every figure is read from a header other processes write: subscriber
-//! names are escaped, counts a subscriber reports are labelled with who
-//! wrote them (`report`), and a header that does not validate is counted
-//! as an error, never trusted.
+//! names are escaped, counts a subscriber reports are bounded by what it
+//! could have seen and labelled with who could have written them
+//! (`report`: `publisher` or `v1_peers`, [`cuframes::inspect::ReportWriter`]),
+//! and a header that does not validate is counted as an error, never
+//! trusted.
 
 use std::fmt::Write;
 
@@ -264,11 +266,7 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
         copied_key.add(&[("key", k)], active.iter().map(|s| s.copied as f64).sum());
         for s in &active {
             let bit = s.bit.to_string();
-            let report = if s.report_from_ack_area {
-                "ack_area"
-            } else {
-                "subscriber"
-            };
+            let report = s.report.name();
             let labels = [
                 ("key", k),
                 ("subscriber", s.name.as_str()),
@@ -277,7 +275,7 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
             ];
             received.add(&labels, s.received as f64);
             copied.add(&labels, s.copied as f64);
-            let overwritten = s.overwritten.min(s.dropped);
+            let overwritten = s.overwritten; // at most s.dropped (bounded)
             let with_reason = |reason| {
                 [
                     ("key", k),
