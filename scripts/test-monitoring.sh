@@ -11,7 +11,8 @@
 # - deploy/prometheus/alerts.yaml: promtool check rules and promtool test
 #   rules (alerts-test.yaml), and every rule loads into the server;
 # - the GPU machine's check of the exporter (scripts/gpu/exporter_check.py) passes a
-#   faithful exporter's pages and fails wrong ones, on fixtures.
+#   faithful exporter's pages and fails wrong ones, on fixtures; the GPU run's Python
+#   part fails without the staged wheel.
 #
 # Prints ok/FAILED per check and "Monitoring: N passed, N failed, N skipped".
 set -uo pipefail
@@ -82,6 +83,34 @@ for case in "lagging:FAILED ex1 c2.*received 1100" "losses:FAILED ex1 c1.*lost 5
     fi
 done
 rm -rf "$fixtures"
+
+# The GPU run's Python part (scripts/gpu-test.sh run python) needs the wheel `stage`
+# builds, the one users install: with none staged, or two, it fails and says so
+# (it used to fall back to the plain library and test what users do not install).
+# Run here from a copy of the scripts (no .gpu/ beside them), with a stand-in nvidia-smi.
+harness=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-gpu-harness.XXXXXX")
+mkdir -p "$harness/bin" "$harness/tree/scripts" "$harness/out"
+cp -r scripts/gpu-test.sh scripts/lib scripts/gpu "$harness/tree/scripts/"
+printf '#!/bin/sh\nexit 0\n' >"$harness/bin/nvidia-smi"
+chmod +x "$harness/bin/nvidia-smi"
+gpu_python() { OUT=$harness/out PATH=$harness/bin:$PATH "$harness/tree/scripts/gpu-test.sh" run python 2>&1; }
+if out=$(gpu_python); then
+    bad "gpu-test.sh run python passed with no wheel staged: $out"
+elif grep -q "Python CUDA tests: FAILED (0 wheels in .gpu/wheel, expected one" <<<"$out"; then
+    ok "gpu-test.sh run python fails with no wheel staged, saying so"
+else
+    bad "gpu-test.sh run python with no wheel staged failed without saying why: $out"
+fi
+mkdir -p "$harness/tree/.gpu/wheel"
+touch "$harness/tree/.gpu/wheel/cuframes-0.1-py3-none-any.whl" "$harness/tree/.gpu/wheel/cuframes-0.2-py3-none-any.whl"
+if out=$(gpu_python); then
+    bad "gpu-test.sh run python passed with two wheels staged: $out"
+elif grep -q "FAILED (2 wheels in .gpu/wheel" <<<"$out"; then
+    ok "gpu-test.sh run python fails with two wheels staged, saying so"
+else
+    bad "gpu-test.sh run python with two wheels staged failed without saying why: $out"
+fi
+rm -rf "$harness"
 
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
