@@ -468,7 +468,10 @@ fn json_logs_are_one_object_per_line() {
     let exported = exporter.wait(Duration::from_secs(5));
     let _ = std::fs::remove_file(shm_path(&planted));
     published.assert_success();
-    assert!(!exported.stderr.is_empty(), "the exporter says nothing: {exported}");
+    assert!(
+        !exported.stderr.is_empty(),
+        "the exporter says nothing: {exported}"
+    );
     let mut events = Vec::new();
     for out in [&published, &listed, &failed, &exported] {
         for line in out.stderr_lines() {
@@ -542,7 +545,10 @@ fn textfile_refuses_what_is_planted_at_its_temporary_name() {
     let page_arg = page.to_str().unwrap();
     // A FIFO.
     nix::unistd::mkfifo(&tmp, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let mut exporter = env.spawn("exporter", &["exporter", "--textfile", page_arg, "--interval", "1s"]);
+    let mut exporter = env.spawn(
+        "exporter",
+        &["exporter", "--textfile", page_arg, "--interval", "1s"],
+    );
     let out = exporter
         .wait_within(Duration::from_secs(5))
         .unwrap_or_else(|out| panic!("hung on a FIFO at the temporary name: {out}"));
@@ -553,7 +559,10 @@ fn textfile_refuses_what_is_planted_at_its_temporary_name() {
     let victim = out_dir.path().join("victim");
     std::fs::write(&victim, b"precious").unwrap();
     std::os::unix::fs::symlink(&victim, &tmp).unwrap();
-    let mut exporter = env.spawn("exporter", &["exporter", "--textfile", page_arg, "--interval", "1s"]);
+    let mut exporter = env.spawn(
+        "exporter",
+        &["exporter", "--textfile", page_arg, "--interval", "1s"],
+    );
     let out = exporter
         .wait_within(Duration::from_secs(5))
         .unwrap_or_else(|out| panic!("still running: {out}"));
@@ -563,7 +572,10 @@ fn textfile_refuses_what_is_planted_at_its_temporary_name() {
     std::fs::remove_file(&tmp).unwrap();
     // A stale temporary file of ours (an exporter killed mid-write).
     std::fs::write(&tmp, b"half a page").unwrap();
-    let exporter = env.spawn("exporter", &["exporter", "--textfile", page_arg, "--interval", "1s"]);
+    let exporter = env.spawn(
+        "exporter",
+        &["exporter", "--textfile", page_arg, "--interval", "1s"],
+    );
     wait_until(Duration::from_secs(5), "the page", || page.exists());
     exporter.signal(nix::sys::signal::Signal::SIGTERM);
     exporter.wait(Duration::from_secs(5)).assert_success();
@@ -652,7 +664,10 @@ fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
         .expect("the subscriber's figures")
         .1
         .clone();
-    assert_eq!(labels["report"], "publisher", "only the publisher's user writes a 0600 header");
+    assert_eq!(
+        labels["report"], "publisher",
+        "only the publisher's user writes a 0600 header"
+    );
     // A writer of the named header sets every count of the honest record to
     // 2^62, over and over (the publisher copies the true report back every
     // 250 ms).
@@ -681,10 +696,14 @@ fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     forger.join().unwrap();
     // 8 published, 5 of them since the subscriber joined.
-    for (_, l, v) in m.iter().filter(|(n, l, _)| {
-        n.starts_with("cuframes_subscriber_frames_") && l.get("key") == Some(&key)
-    }) {
-        assert!(*v <= 5.0, "{l:?} {v}: more than the 5 frames published since it joined");
+    for (_, l, v) in m
+        .iter()
+        .filter(|(n, l, _)| n.starts_with("cuframes_subscriber_frames_") && l.get("key") == Some(&key))
+    {
+        assert!(
+            *v <= 5.0,
+            "{l:?} {v}: more than the 5 frames published since it joined"
+        );
     }
     let copied = value(&m, "cuframes_frames_copied_total", &key, None).unwrap();
     assert!(copied <= 5.0, "copies {copied}");

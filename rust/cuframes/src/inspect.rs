@@ -286,10 +286,7 @@ mod tests {
     #[test]
     fn forged_counts_are_bounded_by_what_was_published_since_joining() {
         let v = forged(3, 1 << 62).bounded(8);
-        assert_eq!(
-            (v.received, v.dropped, v.copied, v.overwritten),
-            (5, 5, 5, 5)
-        );
+        assert_eq!((v.received, v.dropped, v.copied, v.overwritten), (5, 5, 5, 5));
         assert_eq!((v.last_seen_seq, v.last_taken_seq), (8, 8));
         // A joined seq past the last published (forged too) bounds to 0.
         let v = forged(1 << 62, 1 << 62).bounded(8);

@@ -12,8 +12,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use common::*;
-use cuframes::protocol::{self, *};
 use cuframes::inspect::ReportWriter;
+use cuframes::protocol::{self, *};
 use cuframes::{ErrorKind, MemoryKind, PixelFormat, Policy, Publisher};
 
 fn u32_at(b: &[u8], o: usize) -> u32 {

@@ -11,9 +11,9 @@
 
 use std::fmt::Write;
 
+use cuframes::Policy;
 use cuframes::inspect::{Inspection, SubscriberView};
 use cuframes::protocol::SUBSCRIBER_ACTIVE;
-use cuframes::Policy;
 
 use crate::args::policy_name;
 
@@ -102,7 +102,7 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
         "gauge",
         "1 while a live process publishes the key and its header could be read",
     );
-    let mut unreadable_key = Family::new(
+    let mut unread = Family::new(
         "cuframes_key_unreadable",
         "gauge",
         "1 when the key's header could not be read in time or did not validate in this scrape (counted in cuframes_exporter_scrape_errors_total)",
@@ -209,7 +209,7 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
     for (key, ins) in keys {
         let k = key.as_str();
         let failed = unreadable(ins);
-        unreadable_key.add(&[("key", k)], f64::from(u8::from(failed)));
+        unread.add(&[("key", k)], f64::from(u8::from(failed)));
         let Ok(ins) = ins else {
             up.add(&[("key", k)], 0.0);
             continue;
@@ -305,8 +305,8 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
     count.add(&[], keys.len() as f64);
     let mut out = String::new();
     for family in [
-        up, unreadable_key, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts, copied_key,
-        received, lost, copied, lag, lag_s, ack_age, errors, duration, count,
+        up, unread, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts,
+        copied_key, received, lost, copied, lag, lag_s, ack_age, errors, duration, count,
     ] {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
