@@ -597,14 +597,14 @@ fn wedged_publisher(env: &TestEnv, key: &str) -> (std::os::unix::net::UnixListen
         .truncate(false)
         .open(env.lock(key))
         .unwrap();
-    let mut request = nix::libc::flock {
+    let request = nix::libc::flock {
         l_type: nix::libc::F_WRLCK as i16,
         l_whence: nix::libc::SEEK_SET as i16,
         l_start: 0,
         l_len: 0,
         l_pid: 0,
     };
-    nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_OFD_SETLK(&mut request)).expect("OFD lock");
+    nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_OFD_SETLK(&request)).expect("OFD lock");
     (listener, lock)
 }
 
