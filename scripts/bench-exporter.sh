@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# What watching costs: the exporter's scrape time over many keys, and the ring
-# benchmark with and without a scrape every second beside it (host memory).
+# What watching costs: the exporter's scrape time over many keys, then with
+# publishers that never answer beside them, and the ring benchmark with and without a
+# scrape every second beside it (host memory).
 #
 #   scripts/bench-exporter.sh [KEYS] [SUBSCRIBERS_PER_KEY] [ROUNDS]   (default 64 4 5)
+#   WEDGED="10 100" (default): the counts of wedged publishers to scrape beside the
+#   keys: each a listening socket that never answers, its lock held, no /dev/shm entry
+#   (the layout where the exporter asks for headers over the socket); RING=0 skips the
+#   ring benchmark.
 #
 # Prints the figures; docs/benchmarks.md ("Monitoring") keeps them with the
 # machine they ran on. A benchmark, not a test: it asserts nothing.
@@ -43,6 +48,46 @@ for r in $(seq 1 "$rounds"); do
         "$r" "$(echo "$end - $start" | bc)" "$own" \
         "$(awk '/^cuframes_exporter_keys /{print $2}' "$work/page.prom")" "$subs"
 done
+for wedged in ${WEDGED-10 100}; do
+    # Holds $wedged listening sockets (never accepted) and their locks until killed.
+    python3 - "$CUFRAMES_RUNTIME_DIR" "wx$$-$wedged" "$wedged" <<'PY' &
+import fcntl, os, signal, socket, sys
+where, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+held = []
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(f"{where}/{prefix}-{i}.sock")
+    s.listen(64)
+    lock = open(f"{where}/{prefix}-{i}.lock", "w")
+    fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    held += [s, lock]
+open(f"{where}/{prefix}.ready", "w").close()
+signal.sigwait([signal.SIGTERM])
+for i in range(n):
+    for ext in ("sock", "lock"):
+        os.unlink(f"{where}/{prefix}-{i}.{ext}")
+os.unlink(f"{where}/{prefix}.ready")
+PY
+    holder=$!
+    while [ ! -e "$CUFRAMES_RUNTIME_DIR/wx$$-$wedged.ready" ]; do
+        kill -0 "$holder" 2>/dev/null || { echo "bench-exporter: the wedged publishers did not start" >&2; exit 1; }
+        sleep 0.05
+    done
+    echo "== scrape time with $wedged publishers that never answer beside the keys, $rounds rounds"
+    for r in $(seq 1 "$rounds"); do
+        start=$(date +%s.%N)
+        "$bin" exporter --once >"$work/page.prom"
+        end=$(date +%s.%N)
+        printf 'round %d: %.3f s whole process; %s up, %s unreadable, %s scrape errors\n' "$r" \
+            "$(echo "$end - $start" | bc)" \
+            "$(awk '/^cuframes_publisher_up\{/{n+=$2} END{print n}' "$work/page.prom")" \
+            "$(awk '/^cuframes_key_unreadable\{/{n+=$2} END{print n}' "$work/page.prom")" \
+            "$(awk '/^cuframes_exporter_scrape_errors_total /{print $2}' "$work/page.prom")"
+    done
+    kill "$holder"; wait "$holder" 2>/dev/null || true
+done
+[ "${RING:-1}" = 0 ] && exit 0
 echo "== the ring (cuframes bench, 64x48 and 1920x1080, 1 subscriber, ~5 s a run) without and with a scrape"
 echo "   of all $keys keys every second (the keys keep running beside both)"
 bench() {

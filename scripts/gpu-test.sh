@@ -48,9 +48,11 @@ for line in sys.stdin:
     cc -std=c99 -O2 -Wall -Wextra -Werror -pedantic -I"$prefix/include" tests/c/test_cuda.c \
         -o "$stage/tests/test_cuda" "$prefix/lib/libcuframes.a" \
         $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --static --libs-only-l cuframes | sed 's/-lcuframes//')
-    # The manylinux wheel users install (scripts/package-wheel.sh): the Python CUDA
-    # tests run from it, with its own bundled library.
+    # The manylinux wheel users install (scripts/package-wheel.sh; offline once
+    # build/venv-zig is there): the Python CUDA tests run from it, with its own bundled
+    # library, and fail without it.
     scripts/package-wheel.sh --out "$stage/wheel" >/dev/null
+    compgen -G "$stage/wheel/cuframes-*.whl" >/dev/null || { echo "gpu-test: no wheel staged" >&2; exit 1; }
     # The copy counter injected into CUDA processes (no CUDA headers needed).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/crash_matrix" "$stage/tests/backends" \
@@ -143,6 +145,22 @@ rust_part() {
     echo "$name: $passed passed, $failed failed, $skipped skipped"
 }
 
+# python_part: the Python CUDA tests from the wheel stage() built, the one users
+# install. No wheel staged (or more than one) fails the part: falling back to the plain
+# library would test something users do not install.
+python_part() {
+    local wheels=()
+    mapfile -t wheels < <(compgen -G "$PWD/$stage/wheel/cuframes-*.whl")
+    if [ ${#wheels[@]} -ne 1 ]; then
+        echo "== Python CUDA tests"
+        echo "Python CUDA tests: FAILED (${#wheels[@]} wheels in $stage/wheel, expected one: scripts/gpu-test.sh stage builds it)"
+        failures=$((failures + 1))
+        return
+    fi
+    part "Python CUDA tests" python.log env CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
+        CUFRAMES_WHEEL="${wheels[0]}" bash scripts/gpu/python.sh
+}
+
 # Parts: rust c crash ffmpeg demo python bench ring profile (default: all but
 # bench, ring and profile; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
 run() {
@@ -172,12 +190,7 @@ run() {
             tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
-        python) if [ -f scripts/gpu/python.sh ]; then
-            part "Python CUDA tests" python.log env CUFRAMES_LIBRARY="$PWD/$stage/lib/libcuframes.so.0.2" \
-                CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
-                CUFRAMES_WHEEL="$(ls "$PWD/$stage"/wheel/cuframes-*.whl 2>/dev/null | head -n 1)" \
-                bash scripts/gpu/python.sh
-        else echo "== Python: scripts/gpu/python.sh not present"; fi ;;
+        python) python_part ;;
         profile) part "Subscriber CPU profile" profile.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             bash scripts/gpu/profile-subscriber.sh ;;
         host) part "Transcoding-host benchmark (scripts/bench-host.sh ${BENCH_HOST_ARGS:-})" bench-host.log \

@@ -210,13 +210,16 @@ This package contains the C header, the static library and the pkg-config
 file: cc app.c $(pkg-config --cflags --libs cuframes).
 EOF
 control cuframes "$cli" video "$clideps" \
-    "publish, read, inspect and benchmark shared video frame rings" <<'EOF'
+    "publish, read, inspect, monitor and benchmark shared video frame rings" <<'EOF'
 The cuframes command publishes a test pattern under a key, subscribes to a
 key and verifies every frame, lists and inspects the keys on a machine (live
 or left by dead publishers), cleans up after dead publishers, shows every
-publisher live (cuframes top), and measures cuframes against a pipe and a
-shared-memory copy (cuframes bench). Frames live in CUDA device memory or
-in host shared memory.
+publisher live (cuframes top), serves Prometheus metrics for every stream
+and subscriber on the machine (cuframes exporter, or a file for
+node_exporter's textfile collector), answers liveness and readiness probes
+(cuframes health), and measures cuframes against a pipe and a shared-memory
+copy (cuframes bench). Frames live in CUDA device memory or in host shared
+memory.
 EOF
 
 # Modes and owners as dpkg-deb wants them; every mtime the commit's.

@@ -9,7 +9,7 @@
 # tagged manylinux_2_28_<arch>; `auditwheel show` must agree, or this fails. Prints
 # the wheel's path last. --library bundles that libcuframes instead of building one
 # (its claim is checked the same way). Needs python3 with venv, cargo, and PyPI (or
-# a pip cache).
+# a pip cache) the first time, to fill build/venv-zig; after that, no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/zigbuild.sh
@@ -39,8 +39,11 @@ mkdir -p "$out"
 work=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "== pip wheel ./python ($plat)" >&2
+# With the venv's own setuptools (no build isolation, which would fetch setuptools from
+# PyPI at every build): offline once the venv is there.
 CUFRAMES_WHEEL_LIBRARY=$library CUFRAMES_WHEEL_PLAT=$plat \
-    "$ZIG_VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps ./python -w "$work" >&2
+    "$ZIG_VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
+    ./python -w "$work" >&2
 wheel=$(ls "$work"/cuframes-*.whl)
 # auditwheel names the most compatible tag the wheel's libraries allow.
 report=$("$ZIG_VENV/bin/auditwheel" show "$wheel" 2>&1) || { echo "$report" >&2; exit 1; }

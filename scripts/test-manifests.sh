@@ -10,10 +10,13 @@
 #   the GPU (no hostPID, hostIPC or shareProcessNamespace; no pid: or ipc: in compose,
 #   network_mode none), every container mounts the same volume on /run/cuframes, gets
 #   a GPU (the same claim, under DRA), NVIDIA_DRIVER_CAPABILITIES, runs as non-root;
+#   every container but the exporter has a `cuframes health` liveness probe, and no
+#   exec probe times out before health can answer (3 s or more);
 #   references (volumes, resource claims, claim templates) resolve;
 # - negative checks: broken copies of the files, written to a temporary directory,
-#   must be rejected (unknown field, unknown apiVersion, hostPID, compose pid:, a
-#   misspelt compose key), so a validator that passes everything is caught.
+#   must be rejected (unknown field, unknown apiVersion, hostPID, a publisher without
+#   its probe, compose pid:, a misspelt compose key), so a validator that passes
+#   everything is caught.
 # Makes a virtualenv (build/venv-manifests, kept between runs) with pinned packages
 # from PyPI; no schema is downloaded. The checks run in a network namespace of their
 # own with no network (unshare -n) where the machine allows it, else that guarantee
@@ -195,6 +198,18 @@ def policy_problems(docs, claim_templates):
                 gpu_claims.update(used)
                 if not exporter and "nvidia.com/gpu" not in (res.get("limits") or {}) and not used:
                     problems.append(f"{cname}: no GPU (neither a nvidia.com/gpu limit nor a resource claim)")
+                # Probes: every container of a stream (all but the exporter) is restarted
+                # when stuck, by `cuframes health`; health may wait 2 s for a header
+                # asked for over the socket, so the probe's timeout must allow it.
+                if not exporter:
+                    live = c.get("livenessProbe") or {}
+                    command = (live.get("exec") or {}).get("command") or []
+                    if command[:2] != ["cuframes", "health"]:
+                        problems.append(f"{cname}: no livenessProbe running `cuframes health`")
+                    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                        probe = c.get(kind) or {}
+                        if "exec" in probe and probe.get("timeoutSeconds", 1) < 3:
+                            problems.append(f"{cname}: {kind} times out after {probe.get('timeoutSeconds', 1)} s (cuframes health may take 2 s)")
                 csc = c.get("securityContext") or {}
                 if csc.get("privileged") or csc.get("runAsUser") == 0 or csc.get("allowPrivilegeEscalation", True):
                     problems.append(f"{cname}: privileged, root, or allowPrivilegeEscalation not false")
@@ -225,7 +240,7 @@ def check_k8s_file(path, docs, claim_templates, expect_ok=True, label=None):
     if expect_ok and not any(pod_specs(d) for d in docs if isinstance(d, dict)):
         report(None, f"{label}: sharing rules: no Pod or Pod template in it")
     elif expect_ok:
-        report(not problems, f"{label}: shares only {RUN_DIR} and the GPU; non-root; references resolve", problems)
+        report(not problems, f"{label}: shares only {RUN_DIR} and the GPU; non-root; references resolve; `cuframes health` probes", problems)
     return ok_all, not problems
 
 
@@ -334,6 +349,12 @@ with tempfile.TemporaryDirectory(prefix="cuframes-manifests-") as tmp:
         path = write("unknown-api.yaml", yaml.safe_dump_all(docs))
         ok_schema, _ = check_k8s_file(path, load_all(path), templates, expect_ok=False)
         negative("a Pod of apiVersion v9 (no schema for it)", "the Kubernetes check", not ok_schema)
+
+        docs = copy.deepcopy(base)
+        first_pod(docs)["spec"]["containers"][0].pop("livenessProbe", None)
+        path = write("no-probe.yaml", yaml.safe_dump_all(docs))
+        ok_schema, ok_policy = check_k8s_file(path, load_all(path), templates, expect_ok=False)
+        negative("a publisher without a `cuframes health` liveness probe", "the probe check", ok_schema and not ok_policy)
 
         docs = copy.deepcopy(base)
         first_pod(docs)["spec"]["hostPID"] = True

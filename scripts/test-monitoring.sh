@@ -9,7 +9,10 @@
 #   under strict_wait come out as expected;
 # - every expression of deploy/grafana/cuframes.json returns data;
 # - deploy/prometheus/alerts.yaml: promtool check rules and promtool test
-#   rules (alerts-test.yaml), and every rule loads into the server.
+#   rules (alerts-test.yaml), and every rule loads into the server;
+# - the GPU machine's check of the exporter (scripts/gpu/exporter_check.py) passes a
+#   faithful exporter's pages and fails wrong ones, on fixtures; the GPU run's Python
+#   part fails without the staged wheel.
 #
 # Prints ok/FAILED per check and "Monitoring: N passed, N failed, N skipped".
 set -uo pipefail
@@ -23,6 +26,91 @@ finish() {
     [ "$failed" -eq 0 ]
     exit
 }
+
+# The GPU machine's check of the exporter (scripts/gpu/exporter_check.py, run by
+# scripts/gpu/exporter-host.sh) on fixtures, no GPU needed: pages a faithful exporter
+# wrote pass; an exporter that lags its subscribers by more than the fixed allowance
+# (46 frames: 30 fps, a page every 0.5 s, ring 16), or misreports their losses, copies,
+# who wrote them or the frames published, fails, however high its own frame-rate
+# estimate (5,000 here; the old allowance grew with it).
+fixtures=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-exporter-check.XXXXXX")
+python3 - "$fixtures" <<'PY'
+import json, os, sys
+root = sys.argv[1]
+def fixture(name, last=None, published=1200):
+    d = f"{root}/{name}"
+    os.makedirs(f"{d}/pages")
+    for i in range(10):
+        at = 120 * (i + 1) - 20  # the last page: 1180 of 1200
+        lines = ["cuframes_exporter_scrape_duration_seconds 0.01",
+                 f'cuframes_frames_published_total{{key="ex1"}} {min(at, published) if i < 9 else published}',
+                 'cuframes_frames_per_second{key="ex1"} 5000']
+        for c in (1, 2):
+            got = {"received": at, "dropped": 0, "overwritten": 0, "copied": 0, "report": "publisher"}
+            if i == 9 and last and last[0] == c:
+                got.update(last[1])
+            labels = f'key="ex1",subscriber="c{c}",bit="{c}",report="{got["report"]}"'
+            lines += [f"cuframes_subscriber_frames_received_total{{{labels}}} {got['received']}",
+                      f'cuframes_subscriber_frames_lost_total{{{labels},reason="dropped"}} {got["dropped"]}',
+                      f'cuframes_subscriber_frames_lost_total{{{labels},reason="overwritten"}} {got["overwritten"]}',
+                      f"cuframes_subscriber_frames_copied_total{{{labels}}} {got['copied']}"]
+        open(f"{d}/pages/p{i:05d}.prom", "w").write("\n".join(lines) + "\n")
+    for c in (1, 2):
+        summary = {"frames": 1200, "dropped": 0, "overwritten": 0, "copied": 0, "mismatched": 0}
+        open(f"{d}/sub1-{c}.json", "w").write(json.dumps(summary) + "\n")
+fixture("faithful")
+fixture("lagging", last=(2, {"received": 1100}))
+fixture("losses", last=(1, {"dropped": 3, "overwritten": 2}))
+fixture("copies", last=(1, {"copied": 30}))
+fixture("label", last=(2, {"report": "v1_peers"}))
+fixture("published", published=1300)
+PY
+check() { python3 scripts/gpu/exporter_check.py "$fixtures/$1" 1 2 1200 30 0.5 16; }
+if out=$(check faithful) && grep -q "all agree" <<<"$out"; then
+    ok "exporter_check.py: a faithful exporter's pages agree (1180 of 1200 at the last page, within 46)"
+else
+    bad "exporter_check.py on a faithful exporter's pages: $out"
+fi
+for case in "lagging:FAILED ex1 c2.*received 1100" "losses:FAILED ex1 c1.*lost 5" "copies:FAILED ex1 c1.*copied 30" \
+    "label:FAILED ex1 c2.*report v1_peers" "published:FAILED ex1: the exporter saw 1300"; do
+    name=${case%%:*}
+    if out=$(check "$name"); then
+        bad "exporter_check.py passed the '$name' fixture: $out"
+    elif grep -q "${case#*:}" <<<"$out"; then
+        ok "exporter_check.py fails the '$name' fixture, naming it"
+    else
+        bad "exporter_check.py failed the '$name' fixture without saying why: $out"
+    fi
+done
+rm -rf "$fixtures"
+
+# The GPU run's Python part (scripts/gpu-test.sh run python) needs the wheel `stage`
+# builds, the one users install: with none staged, or two, it fails and says so
+# (it used to fall back to the plain library and test what users do not install).
+# Run here from a copy of the scripts (no .gpu/ beside them), with a stand-in nvidia-smi.
+harness=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-gpu-harness.XXXXXX")
+mkdir -p "$harness/bin" "$harness/tree/scripts" "$harness/out"
+cp -r scripts/gpu-test.sh scripts/lib scripts/gpu "$harness/tree/scripts/"
+printf '#!/bin/sh\nexit 0\n' >"$harness/bin/nvidia-smi"
+chmod +x "$harness/bin/nvidia-smi"
+gpu_python() { OUT=$harness/out PATH=$harness/bin:$PATH "$harness/tree/scripts/gpu-test.sh" run python 2>&1; }
+if out=$(gpu_python); then
+    bad "gpu-test.sh run python passed with no wheel staged: $out"
+elif grep -q "Python CUDA tests: FAILED (0 wheels in .gpu/wheel, expected one" <<<"$out"; then
+    ok "gpu-test.sh run python fails with no wheel staged, saying so"
+else
+    bad "gpu-test.sh run python with no wheel staged failed without saying why: $out"
+fi
+mkdir -p "$harness/tree/.gpu/wheel"
+touch "$harness/tree/.gpu/wheel/cuframes-0.1-py3-none-any.whl" "$harness/tree/.gpu/wheel/cuframes-0.2-py3-none-any.whl"
+if out=$(gpu_python); then
+    bad "gpu-test.sh run python passed with two wheels staged: $out"
+elif grep -q "FAILED (2 wheels in .gpu/wheel" <<<"$out"; then
+    ok "gpu-test.sh run python fails with two wheels staged, saying so"
+else
+    bad "gpu-test.sh run python with two wheels staged failed without saying why: $out"
+fi
+rm -rf "$harness"
 
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

@@ -4,13 +4,15 @@
 #
 # cargo-zigbuild links with zig, whose libc stubs carry the symbol versions of the
 # glibc named in the target (x86_64-unknown-linux-gnu.2.28); both come from PyPI
-# (cargo-zigbuild, ziglang), into build/venv-zig, with auditwheel to check wheels.
+# (cargo-zigbuild, ziglang), into build/venv-zig, with auditwheel to check wheels and
+# setuptools to build them without reaching PyPI again (scripts/package-wheel.sh: so
+# that scripts/gpu-test.sh stage works offline once the venv is there).
 # 2.28 and not older: the library calls memfd_create (glibc 2.27) and fcntl64-era
 # interfaces (2.28). Versions are pinned; the venv is remade when a pin changes.
 ZIG_GLIBC=2.28
 ZIG_ARCH=$(uname -m)
 ZIG_TRIPLE=$ZIG_ARCH-unknown-linux-gnu
-ZIG_TOOLS=(cargo-zigbuild==0.24.1 ziglang==0.17.1 auditwheel==6.8.2)
+ZIG_TOOLS=(cargo-zigbuild==0.24.1 ziglang==0.17.1 auditwheel==6.8.2 setuptools==80.9.0)
 ZIG_VENV=build/venv-zig
 
 # ensure_zig_tools: the pinned tools in $ZIG_VENV, first on PATH.

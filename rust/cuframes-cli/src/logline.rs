@@ -32,16 +32,18 @@ pub fn init(format: LogFormat) {
 }
 
 /// One line: `event` names what happened, `fields` (an object, or null)
-/// carries its figures in JSON; text shows the message alone.
+/// carries its figures in JSON; text shows the message alone. Each line
+/// goes out in one write: a process killed (or another thread logging)
+/// never leaves half a line, which a collector could not parse.
 pub fn event(level: Level, key: Option<&str>, event: &str, message: &str, fields: Value) {
-    match FORMAT.get().copied().unwrap_or_default() {
+    let line = match FORMAT.get().copied().unwrap_or_default() {
         LogFormat::Text => match level {
-            Level::Error => eprintln!("cuframes: error: {message}"),
-            Level::Warning => eprintln!("cuframes: warning: {message}"),
-            _ => eprintln!("cuframes: {message}"),
+            Level::Error => format!("cuframes: error: {message}\n"),
+            Level::Warning => format!("cuframes: warning: {message}\n"),
+            _ => format!("cuframes: {message}\n"),
         },
         LogFormat::Json => {
-            let line = json!({
+            let object = json!({
                 "time": rfc3339_now(),
                 "level": level.name(),
                 "key": key,
@@ -49,9 +51,10 @@ pub fn event(level: Level, key: Option<&str>, event: &str, message: &str, fields
                 "message": message,
                 "fields": if fields.is_null() { json!({}) } else { fields },
             });
-            eprintln!("{line}");
+            format!("{object}\n")
         }
-    }
+    };
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
 }
 
 /// Now in UTC as RFC 3339 with milliseconds (`2026-12-04T03:23:58.123Z`).

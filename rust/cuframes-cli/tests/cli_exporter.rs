@@ -147,8 +147,8 @@ fn figures_agree_with_the_library_counts() {
         .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
         .unwrap();
     assert_eq!(
-        info.1["report"], "ack_area",
-        "the publisher's bounded copy of the report"
+        info.1["report"], "publisher",
+        "the publisher's bounded copy of the report, in a header only its user writes"
     );
     // Now the reader takes what is left: 2 lapped frames count as lost.
     while sub.next(Some(Duration::from_millis(50))).is_ok() {}
@@ -284,15 +284,26 @@ fn the_http_endpoint_answers_and_refuses() {
     assert!(get("GET /nope HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 404"));
     assert!(get("POST /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 405"));
     assert!(get("\u{0}\u{1}garbage\r\n\r\n").starts_with("HTTP/1.1 405"));
-    // A client that connects and says nothing costs the others at most 2 s.
-    let _silent = std::net::TcpStream::connect(&listen).unwrap();
+    // Clients that connect and say nothing, or send half a request, hold
+    // up no one: each is served by its own thread (they used to be served
+    // one at a time, each costing the others up to 2 s).
+    let mut silent = Vec::new();
+    for n in 0..5 {
+        let mut conn = std::net::TcpStream::connect(&listen).unwrap();
+        if n % 2 == 1 {
+            conn.write_all(b"GET /metr").unwrap();
+        }
+        silent.push(conn);
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let started = Instant::now();
     assert!(get("GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "{:?}",
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?} behind 5 silent clients",
         started.elapsed()
     );
+    drop(silent);
     drop(exporter);
 }
 
@@ -328,6 +339,34 @@ fn hostile_files_and_headers_are_survived() {
         parse(&out.stdout);
         assert!(!out.stdout.contains(&fifo), "the FIFO is no key: {out}");
     }
+    // The runtime directory: at a key's socket and lock names, what no
+    // publisher puts there. None is a key but the stale lock's.
+    let dir = env.dir();
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+    let planted: Vec<String> = (0..7).map(|n| env.key(&format!("ex-rt{n}"))).collect();
+    let at = |n: usize, ext: &str| dir.join(format!("{}.{ext}", planted[n]));
+    nix::unistd::mkfifo(&at(0, "sock"), mode).unwrap();
+    nix::unistd::mkfifo(&at(1, "lock"), mode).unwrap();
+    std::fs::create_dir(at(2, "sock")).unwrap();
+    std::fs::create_dir(at(3, "lock")).unwrap();
+    std::fs::write(at(4, "sock"), b"not a socket").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", at(5, "sock")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", at(5, "lock")).unwrap();
+    std::fs::write(at(6, "lock"), b"").unwrap(); // a dead publisher's lock
+    let started = Instant::now();
+    let out = env.run(&["exporter", "--once"]);
+    out.assert_success();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let m = parse(&out.stdout);
+    for key in &planted[..6] {
+        assert!(!out.stdout.contains(key.as_str()), "{key} is no key: {out}");
+    }
+    assert_eq!(value(&m, "cuframes_key_stale", &planted[6], None), Some(1.0));
+    assert_eq!(value(&m, "cuframes_publisher_up", &planted[6], None), Some(0.0));
+    assert_eq!(value(&m, "cuframes_key_unreadable", &planted[6], None), Some(0.0));
+    // The scribbled header does not validate: an error, not up.
+    assert_eq!(value(&m, "cuframes_publisher_up", &key, None), Some(0.0));
+    assert_eq!(value(&m, "cuframes_key_unreadable", &key, None), Some(1.0));
     let _ = std::fs::remove_file(&fifo_path);
     let _ = std::fs::remove_file(shm_path(&junk));
 }
@@ -377,7 +416,8 @@ fn scrapes_during_start_up_and_shutdown_are_consistent() {
 
 /// `--log-format json`: every line on standard error is one JSON object
 /// with time, level, key, event, message and fields, the library's own
-/// warnings (here: a FIFO planted under a key's name) included.
+/// warnings (here: a FIFO planted under a key's name) and the
+/// exporter's start-up line included.
 #[test]
 fn json_logs_are_one_object_per_line() {
     let env = TestEnv::new();
@@ -404,10 +444,36 @@ fn json_logs_are_one_object_per_line() {
     ]);
     let listed = env.run(&["--log-format", "json", "ls"]);
     let failed = env.run(&["--log-format", "json", "subscribe", "no-such-key-here"]);
+    // The exporter's own lines, its start-up line included.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let exporter = env.spawn(
+        "exporter",
+        &["--log-format", "json", "exporter", "--listen", &listen],
+    );
+    // An answer: it serves only after saying where.
+    wait_until(Duration::from_secs(10), "the exporter to answer", || {
+        std::net::TcpStream::connect(&listen).is_ok_and(|mut conn| {
+            let mut answer = String::new();
+            conn.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_ok()
+                && conn.read_to_string(&mut answer).is_ok()
+                && answer.ends_with("ok\n")
+        })
+    });
+    exporter.signal(nix::sys::signal::Signal::SIGTERM);
+    let exported = exporter.wait(Duration::from_secs(5));
     let _ = std::fs::remove_file(shm_path(&planted));
     published.assert_success();
+    assert!(
+        !exported.stderr.is_empty(),
+        "the exporter says nothing: {exported}"
+    );
     let mut events = Vec::new();
-    for out in [&published, &listed, &failed] {
+    for out in [&published, &listed, &failed, &exported] {
         for line in out.stderr_lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
             for field in ["time", "level", "key", "event", "message", "fields"] {
@@ -437,4 +503,241 @@ fn json_logs_are_one_object_per_line() {
         warning.2
     );
     assert_eq!(find("error").2["fields"]["kind"], "NotFound");
+    assert_eq!(find("serving").2["fields"]["listen"], listen.as_str());
+}
+
+/// The `policy` label is spelled as `ls`, `inspect` and `top` print it.
+#[test]
+fn the_policy_label_is_spelled_as_the_cli_prints_it() {
+    let env = TestEnv::new();
+    let key = env.key("ex-policy");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    publish(&mut publisher);
+    let m = scrape(&env);
+    let info = m
+        .iter()
+        .find(|(n, l, _)| n == "cuframes_stream_info" && l.get("key") == Some(&key))
+        .expect("the stream is described");
+    let listed = env.run(&["ls", "--json"]);
+    listed.assert_success();
+    let row = listed.json();
+    let row = row
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key.as_str())
+        .expect("ls lists the key")
+        .clone();
+    assert_eq!(info.1["policy"], row["policy"].as_str().unwrap());
+    assert_eq!(info.1["policy"], "drop_oldest");
+}
+
+/// `--textfile`: the temporary file beside the page is opened exclusively
+/// and never through a link; a FIFO or a symlink planted at its name is
+/// refused, naming it (a FIFO used to hang the exporter for good), and a
+/// stale temporary regular file of ours is replaced.
+#[test]
+fn textfile_refuses_what_is_planted_at_its_temporary_name() {
+    let env = TestEnv::new();
+    let out_dir = tempfile::tempdir().unwrap();
+    let page = out_dir.path().join("cuframes.prom");
+    let tmp = out_dir.path().join("cuframes.prom.tmp");
+    let page_arg = page.to_str().unwrap();
+    // A FIFO.
+    nix::unistd::mkfifo(&tmp, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut exporter = env.spawn(
+        "exporter",
+        &["exporter", "--textfile", page_arg, "--interval", "1s"],
+    );
+    let out = exporter
+        .wait_within(Duration::from_secs(5))
+        .unwrap_or_else(|out| panic!("hung on a FIFO at the temporary name: {out}"));
+    let message = out.assert_error(&["FIFO", tmp.to_str().unwrap()]);
+    assert!(!page.exists(), "{message}");
+    std::fs::remove_file(&tmp).unwrap();
+    // A symlink to a file the exporter must not write.
+    let victim = out_dir.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+    let mut exporter = env.spawn(
+        "exporter",
+        &["exporter", "--textfile", page_arg, "--interval", "1s"],
+    );
+    let out = exporter
+        .wait_within(Duration::from_secs(5))
+        .unwrap_or_else(|out| panic!("still running: {out}"));
+    out.assert_error(&["symbolic link", tmp.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(!page.exists());
+    std::fs::remove_file(&tmp).unwrap();
+    // A stale temporary file of ours (an exporter killed mid-write).
+    std::fs::write(&tmp, b"half a page").unwrap();
+    let exporter = env.spawn(
+        "exporter",
+        &["exporter", "--textfile", page_arg, "--interval", "1s"],
+    );
+    wait_until(Duration::from_secs(5), "the page", || page.exists());
+    exporter.signal(nix::sys::signal::Signal::SIGTERM);
+    exporter.wait(Duration::from_secs(5)).assert_success();
+    let text = std::fs::read_to_string(&page).unwrap();
+    parse(&text);
+    assert!(text.contains("cuframes_exporter_keys"), "{text}");
+    assert!(!tmp.exists(), "the temporary file was renamed");
+}
+
+/// Binds a listening socket at `key`'s socket name that never answers, and
+/// holds its lock: a publisher wedged before it serves anyone, in the layout
+/// where the exporter asks for the header over the socket (no /dev/shm entry).
+fn wedged_publisher(env: &TestEnv, key: &str) -> (std::os::unix::net::UnixListener, std::fs::File) {
+    let listener = std::os::unix::net::UnixListener::bind(env.socket(key)).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(env.lock(key))
+        .unwrap();
+    let request = nix::libc::flock {
+        l_type: nix::libc::F_WRLCK as i16,
+        l_whence: nix::libc::SEEK_SET as i16,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_OFD_SETLK(&request)).expect("OFD lock");
+    (listener, lock)
+}
+
+/// Ten publishers that accept no HELLO beside a real one: the scrape still
+/// ends in well under Prometheus's 10 s timeout, the real key is up, and
+/// the wedged ones are errors, not up.
+#[test]
+fn wedged_publishers_do_not_stall_a_scrape() {
+    let env = TestEnv::new();
+    let key = env.key("ex-alive");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    publish(&mut publisher);
+    let wedged: Vec<String> = (0..10).map(|n| env.key(&format!("ex-wedged{n}"))).collect();
+    let _held: Vec<_> = wedged.iter().map(|k| wedged_publisher(&env, k)).collect();
+    let started = Instant::now();
+    let out = env.run(&["exporter", "--once"]);
+    let took = started.elapsed();
+    out.assert_success();
+    assert!(took < Duration::from_secs(5), "a scrape took {took:?}");
+    let m = parse(&out.stdout);
+    assert_eq!(value(&m, "cuframes_publisher_up", &key, None), Some(1.0));
+    assert_eq!(value(&m, "cuframes_key_unreadable", &key, None), Some(0.0));
+    for k in &wedged {
+        assert_eq!(value(&m, "cuframes_publisher_up", k, None), Some(0.0), "{k}");
+        assert_eq!(value(&m, "cuframes_key_unreadable", k, None), Some(1.0), "{k}");
+    }
+    let errors = m
+        .iter()
+        .find(|(n, _, _)| n == "cuframes_exporter_scrape_errors_total")
+        .map(|(_, _, v)| *v);
+    assert_eq!(errors, Some(10.0));
+}
+
+/// Counts in a subscriber's record of the named header that a writer of
+/// that header set to 2^62 come out bounded by what the subscriber could
+/// have seen (exporter, top), and a record in a header protocol-v1 peers
+/// can write is not labelled as the publisher's.
+#[test]
+fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
+    use std::os::unix::fs::FileExt;
+    let env = TestEnv::new();
+    let key = env.key("ex-forged");
+    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
+    for _ in 0..3 {
+        publish(&mut publisher); // before the subscriber joins
+    }
+    let mut sub = host_subscriber(&env, &key, "honest");
+    for _ in 0..5 {
+        publish(&mut publisher);
+        sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let m = scrape(&env);
+    let labels = m
+        .iter()
+        .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
+        .expect("the subscriber's figures")
+        .1
+        .clone();
+    assert_eq!(
+        labels["report"], "publisher",
+        "only the publisher's user writes a 0600 header"
+    );
+    // A writer of the named header sets every count of the honest record to
+    // 2^62, over and over (the publisher copies the true report back every
+    // 250 ms).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let forger = {
+        let (stop, path) = (stop.clone(), shm_path(&key));
+        std::thread::spawn(move || {
+            let header = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            // Subscriber record 1 (0xD00 + 128 bytes a record): dropped
+            // 0x40, last_taken_seq 0x48, received 0x50, copied 0x58,
+            // overwritten 0x60 (docs/protocol-notes.md, D35).
+            let record = 0xD00 + 128u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for word in [0x40, 0x48, 0x50, 0x58, 0x60] {
+                    header
+                        .write_all_at(&(1u64 << 62).to_le_bytes(), record + word)
+                        .unwrap();
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    let m = scrape(&env);
+    let top = env.run(&["top", "--once", "--json", "--interval", "100ms"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    forger.join().unwrap();
+    // 8 published, 5 of them since the subscriber joined.
+    for (_, l, v) in m
+        .iter()
+        .filter(|(n, l, _)| n.starts_with("cuframes_subscriber_frames_") && l.get("key") == Some(&key))
+    {
+        assert!(
+            *v <= 5.0,
+            "{l:?} {v}: more than the 5 frames published since it joined"
+        );
+    }
+    let copied = value(&m, "cuframes_frames_copied_total", &key, None).unwrap();
+    assert!(copied <= 5.0, "copies {copied}");
+    top.assert_success();
+    let rows = top.json();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key.as_str())
+        .expect("top lists the key");
+    for s in row["subscriber_slots"].as_array().expect("subscriber slots") {
+        assert!(s["dropped"].as_u64().unwrap() <= 5, "top: {s}");
+    }
+    drop(sub);
+    drop(publisher);
+    // A header the group's protocol-v1 peers may write (v1_peers=allow with
+    // a group: 0660): nothing read from it is the publisher's word alone.
+    let key = env.key("ex-v1-writable");
+    let mut c = PublisherConfig::new(&key, PixelFormat::Nv12, 64, 48);
+    c.memory = MemoryRequest::Host;
+    c.runtime_dir = Some(env.dir().to_owned());
+    c.group = Some(nix::unistd::getegid().as_raw().to_string());
+    c.v1_peers = cuframes::V1Peers::Allow;
+    let mut publisher = Publisher::create(c).unwrap();
+    let mut sub = host_subscriber(&env, &key, "honest");
+    publish(&mut publisher);
+    sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let m = scrape(&env);
+    let labels = &m
+        .iter()
+        .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
+        .expect("the subscriber's figures")
+        .1;
+    assert_eq!(labels["report"], "v1_peers", "a 0660 header: {labels:?}");
 }

@@ -1,6 +1,11 @@
 //! Reading a key's shared header without connecting: for `cuframes ls`,
-//! `inspect` and monitoring tools. Nothing read here is trusted; the raw
-//! values are reported alongside the verdict of validation.
+//! `inspect` and monitoring tools. Nothing read here is trusted: the
+//! header's fixed part is reported alongside the verdict of validation, and
+//! what subscribers' records say is bounded by what they could have seen
+//! ([`Inspection::subscribers`]), since writers of the named header other
+//! than the publisher (protocol-v1 peers, D33) can write every record.
+
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::resources::{KeyStatus, key_status};
@@ -18,6 +23,35 @@ pub struct Inspection {
     pub header: Option<SharedHeader>,
     /// The validated fixed part, or why validation failed.
     pub info: std::result::Result<StreamInfo, String>,
+    /// The header read is one that others than the publisher's user may
+    /// write: a named header whose group may write it (`v1_peers=allow`
+    /// with a group, 0660), where that group's protocol-v1 subscribers
+    /// write. False for a 0600 or 0640 named header and for the
+    /// publisher's sealed copy (read over the socket).
+    pub others_can_write: bool,
+}
+
+/// Who could have written a subscriber record's counts (D35).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportWriter {
+    /// The publisher: the subscriber's own report, copied from its private
+    /// ACK area and bounded (D33), in a header nobody but the publisher's
+    /// user can write. Nobody else's figures.
+    Publisher,
+    /// Protocol-v1 peers: the record says a v1 subscriber wrote it itself,
+    /// or it lies in a named header its group's v1 subscribers may write,
+    /// so any of them could have (D33).
+    V1Peers,
+}
+
+impl ReportWriter {
+    /// `publisher` or `v1_peers` (the exporter's `report` label).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportWriter::Publisher => "publisher",
+            ReportWriter::V1Peers => "v1_peers",
+        }
+    }
 }
 
 /// One occupied subscriber slot of a header.
@@ -45,10 +79,33 @@ pub struct SubscriberView {
     pub received: u64,
     pub copied: u64,
     pub overwritten: u64,
-    /// The counts are the subscriber's own report copied by the publisher
-    /// from its ACK area, bounded by what it could have seen (D33), rather
-    /// than what a protocol-v1 subscriber wrote into the record itself.
-    pub report_from_ack_area: bool,
+    /// The seq published when it joined, as the publisher wrote it at
+    /// admission (extension, D35; 0 = not kept).
+    pub joined_seq: u64,
+    /// Who could have written the counts.
+    pub report: ReportWriter,
+}
+
+impl SubscriberView {
+    /// The record bounded by what its subscriber could have seen with
+    /// `published` frames published: no seq past the last published; no
+    /// more frames received, nor lost, than were published since it joined
+    /// (`joined_seq`, at most `published`; all of them when not kept); no
+    /// more copies than frames received, nor frames overwritten than lost.
+    /// A writer of the named header other than the publisher could have
+    /// written any record (2^62 lost, say), so every reader goes through
+    /// here ([`Inspection::subscribers`]).
+    pub fn bounded(mut self, published: u64) -> SubscriberView {
+        self.joined_seq = self.joined_seq.min(published);
+        let seen = published - self.joined_seq;
+        self.last_seen_seq = self.last_seen_seq.min(published);
+        self.last_taken_seq = self.last_taken_seq.min(published);
+        self.received = self.received.min(seen);
+        self.dropped = self.dropped.min(seen);
+        self.copied = self.copied.min(self.received);
+        self.overwritten = self.overwritten.min(self.dropped);
+        self
+    }
 }
 
 /// The publisher's own counters in the header (extension, D35).
@@ -107,10 +164,19 @@ impl Inspection {
         })
     }
 
-    /// The occupied subscriber slots (state not free).
+    /// The occupied subscriber slots (state not free), their counts
+    /// bounded by what each could have seen ([`SubscriberView::bounded`])
+    /// and labelled with who could have written them.
     pub fn subscribers(&self) -> Vec<SubscriberView> {
         let Some(h) = &self.header else {
             return Vec::new();
+        };
+        let writer = |source: u64| {
+            if source == REPORT_FROM_ACK_AREA && !self.others_can_write {
+                ReportWriter::Publisher
+            } else {
+                ReportWriter::V1Peers
+            }
         };
         (0..MAX_SUBSCRIBER_SLOTS)
             .filter(|&bit| h.subscribers[bit].state != SUBSCRIBER_FREE)
@@ -130,28 +196,50 @@ impl Inspection {
                     received: word(0x10),
                     copied: word(0x18),
                     overwritten: word(0x20),
-                    report_from_ack_area: word(0x28) == REPORT_FROM_ACK_AREA,
+                    joined_seq: word(0x30),
+                    report: writer(word(0x28)),
                 }
+                .bounded(h.global_seq)
             })
             .collect()
     }
 }
 
+/// How long [`inspect`] waits for a publisher to send its header over the
+/// socket.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Inspects `key` (runtime directory as in
-/// [`crate::resources::runtime_dir_candidates`]).
+/// [`crate::resources::runtime_dir_candidates`]), waiting up to
+/// [`DEFAULT_FETCH_TIMEOUT`] for a header asked for over the socket.
 pub fn inspect(key: &str, runtime_dir: Option<&std::path::Path>) -> Result<Inspection> {
+    inspect_within(key, runtime_dir, DEFAULT_FETCH_TIMEOUT)
+}
+
+/// [`inspect`], waiting at most `timeout` for a publisher that is asked for
+/// its header over the socket (a key whose `/dev/shm` is another IPC
+/// namespace's): one that does not answer in time leaves the header
+/// unread (`header` None, `info` saying why). Everything else read here
+/// never waits.
+pub fn inspect_within(
+    key: &str,
+    runtime_dir: Option<&std::path::Path>,
+    timeout: Duration,
+) -> Result<Inspection> {
     let status = key_status(key, runtime_dir)?;
     // A live key whose /dev/shm is another IPC namespace's (another
     // container): ask its publisher for the header over the socket.
     let opened = ShmHeader::open_read_only(&status.paths.shm_name).or_else(|e| {
         if e.kind() == crate::error::ErrorKind::NotFound && status.live {
-            crate::subscriber::handshake::fetch_header(&status.paths, std::time::Duration::from_secs(2))
+            crate::subscriber::handshake::fetch_header(&status.paths, timeout)
         } else {
             Err(e)
         }
     });
+    let mut others_can_write = false;
     let (header, info) = match opened {
         Ok(shm) => {
+            others_can_write = shm.others_can_write();
             let magic_ready = shm.load_magic();
             let snapshot = shm.snapshot();
             let info = if magic_ready == crate::wire::MAGIC {
@@ -163,5 +251,65 @@ pub fn inspect(key: &str, runtime_dir: Option<&std::path::Path>) -> Result<Inspe
         }
         Err(e) => (None, Err(e.to_string())),
     };
-    Ok(Inspection { status, header, info })
+    Ok(Inspection {
+        status,
+        header,
+        info,
+        others_can_write,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forged(joined_seq: u64, value: u64) -> SubscriberView {
+        SubscriberView {
+            bit: 1,
+            state: crate::wire::layout::SUBSCRIBER_ACTIVE,
+            pid: 1,
+            name: "honest".into(),
+            last_seen_seq: value,
+            last_ack_ns: 0,
+            dropped: value,
+            last_taken_seq: value,
+            received: value,
+            copied: value,
+            overwritten: value,
+            joined_seq,
+            report: ReportWriter::Publisher,
+        }
+    }
+
+    /// 2^62 everywhere in a record of a subscriber that joined at seq 3,
+    /// with 8 published: 5 at most of each count, seqs at most 8.
+    #[test]
+    fn forged_counts_are_bounded_by_what_was_published_since_joining() {
+        let v = forged(3, 1 << 62).bounded(8);
+        assert_eq!((v.received, v.dropped, v.copied, v.overwritten), (5, 5, 5, 5));
+        assert_eq!((v.last_seen_seq, v.last_taken_seq), (8, 8));
+        // A joined seq past the last published (forged too) bounds to 0.
+        let v = forged(1 << 62, 1 << 62).bounded(8);
+        assert_eq!((v.joined_seq, v.received, v.dropped), (8, 0, 0));
+        // Not kept (0): everything published.
+        assert_eq!(forged(0, 1 << 62).bounded(8).received, 8);
+    }
+
+    /// Copies are some of the frames received; overwritten ones some of
+    /// those lost.
+    #[test]
+    fn parts_are_bounded_by_their_wholes() {
+        let mut v = forged(0, 0);
+        (v.received, v.copied, v.dropped, v.overwritten) = (2, 7, 1, 4);
+        let v = v.bounded(100);
+        assert_eq!((v.received, v.copied, v.dropped, v.overwritten), (2, 2, 1, 1));
+    }
+
+    /// Honest figures pass unchanged.
+    #[test]
+    fn honest_counts_are_unchanged() {
+        let mut v = forged(10, 0);
+        (v.received, v.copied, v.dropped, v.overwritten, v.last_seen_seq) = (20, 3, 5, 1, 30);
+        assert_eq!(v.clone().bounded(35), v);
+    }
 }

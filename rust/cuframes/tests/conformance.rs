@@ -12,6 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use common::*;
+use cuframes::inspect::ReportWriter;
 use cuframes::protocol::{self, *};
 use cuframes::{ErrorKind, MemoryKind, PixelFormat, Policy, Publisher};
 
@@ -184,7 +185,9 @@ fn live_header_is_byte_exact() {
         (1, 0, 0, 1),
         "received, copied, overwritten, report source (extension)"
     );
-    assert!(zero(&b, s + 0x70..s + 0x80), "reserved");
+    // D35: the seq published when it joined (none yet).
+    assert_eq!(u64_at(&b, s + 0x70), 0, "joined seq (extension)");
+    assert!(zero(&b, s + 0x78..s + 0x80), "reserved");
     assert!(
         zero(&b, 0xD00..0xD00 + 128),
         "bit 0 is the sentinel and never used"
@@ -814,7 +817,7 @@ fn counters_reach_the_header() {
                 .unwrap()
                 .subscribers()
                 .iter()
-                .any(|s| s.name == "reporter" && s.received == 3 && s.report_from_ack_area)
+                .any(|s| s.name == "reporter" && s.received == 3 && s.report == ReportWriter::Publisher)
         }),
         "the subscriber's report reaches its record"
     );

@@ -3,15 +3,19 @@
 //! watching costs the streams nothing and cannot be dropped.
 //!
 //! Every figure is read from a header other processes write: subscriber
-//! names are escaped, counts a subscriber reports are labelled with who
-//! wrote them (`report`), and a header that does not validate is counted
-//! as an error, never trusted.
+//! names are escaped, counts a subscriber reports are bounded by what it
+//! could have seen and labelled with who could have written them
+//! (`report`: `publisher` or `v1_peers`, [`cuframes::inspect::ReportWriter`]),
+//! and a header that does not validate is counted as an error, never
+//! trusted.
 
 use std::fmt::Write;
 
+use cuframes::Policy;
 use cuframes::inspect::{Inspection, SubscriberView};
 use cuframes::protocol::SUBSCRIBER_ACTIVE;
-use cuframes::{CudaShare, MemoryKind, Policy};
+
+use crate::args::policy_name;
 
 /// One metric family: HELP, TYPE, and its samples.
 struct Family {
@@ -80,13 +84,28 @@ pub struct ScrapeStats {
     pub errors_total: u64,
 }
 
+/// Whether a key counts as a scrape error: it could not be inspected, or
+/// a live publisher's header (or one left in `/dev/shm`) could not be read
+/// in time or did not validate. A stale key with no header is not one.
+pub fn unreadable(ins: &Result<Inspection, String>) -> bool {
+    match ins {
+        Err(_) => true,
+        Ok(i) => i.info.is_err() && (i.status.live || i.status.has_shm),
+    }
+}
+
 /// The page for `keys` (name and inspection, or why it could not be
 /// inspected).
 pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats) -> String {
     let mut up = Family::new(
         "cuframes_publisher_up",
         "gauge",
-        "1 while a live process publishes the key",
+        "1 while a live process publishes the key and its header could be read",
+    );
+    let mut unread = Family::new(
+        "cuframes_key_unreadable",
+        "gauge",
+        "1 when the key's header could not be read in time or did not validate in this scrape (counted in cuframes_exporter_scrape_errors_total)",
     );
     let mut pid = Family::new(
         "cuframes_publisher_pid",
@@ -189,9 +208,14 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
     let now_ns = realtime_ns();
     for (key, ins) in keys {
         let k = key.as_str();
-        let Ok(ins) = ins else { continue };
+        let failed = unreadable(ins);
+        unread.add(&[("key", k)], f64::from(u8::from(failed)));
+        let Ok(ins) = ins else {
+            up.add(&[("key", k)], 0.0);
+            continue;
+        };
         let live = ins.status.live;
-        up.add(&[("key", k)], f64::from(u8::from(live)));
+        up.add(&[("key", k)], f64::from(u8::from(live && !failed)));
         stale.add(&[("key", k)], f64::from(u8::from(!live)));
         let (Some(h), Ok(stream)) = (&ins.header, &ins.info) else {
             continue;
@@ -199,16 +223,10 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
         pid.add(&[("key", k)], h.producer_pid as f64);
         let layout = &stream.layout;
         let (w, hgt) = (layout.width().to_string(), layout.height().to_string());
-        let policy = Policy::from_wire(stream.policy).map_or("unknown", |p| p.name());
-        let memory = match stream.memory {
-            MemoryKind::Host => "host",
-            MemoryKind::Cuda => "cuda",
-        };
-        let share = match stream.cuda_share() {
-            Some(CudaShare::Fd) => "fd",
-            Some(CudaShare::Ipc) => "ipc",
-            None => "",
-        };
+        // Spelled as `ls`, `inspect` and `top` print them.
+        let policy = Policy::from_wire(stream.policy).map_or("unknown", policy_name);
+        let memory = stream.memory.name();
+        let share = stream.cuda_share().map_or("", |share| share.name());
         let format = layout.format().name();
         info.add(
             &[
@@ -248,11 +266,7 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
         copied_key.add(&[("key", k)], active.iter().map(|s| s.copied as f64).sum());
         for s in &active {
             let bit = s.bit.to_string();
-            let report = if s.report_from_ack_area {
-                "ack_area"
-            } else {
-                "subscriber"
-            };
+            let report = s.report.name();
             let labels = [
                 ("key", k),
                 ("subscriber", s.name.as_str()),
@@ -261,7 +275,7 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
             ];
             received.add(&labels, s.received as f64);
             copied.add(&labels, s.copied as f64);
-            let overwritten = s.overwritten.min(s.dropped);
+            let overwritten = s.overwritten; // at most s.dropped (bounded)
             let with_reason = |reason| {
                 [
                     ("key", k),
@@ -291,8 +305,8 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
     count.add(&[], keys.len() as f64);
     let mut out = String::new();
     for family in [
-        up, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts, copied_key,
-        received, lost, copied, lag, lag_s, ack_age, errors, duration, count,
+        up, unread, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts,
+        copied_key, received, lost, copied, lag, lag_s, ack_age, errors, duration, count,
     ] {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);

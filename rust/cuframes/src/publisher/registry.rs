@@ -201,7 +201,7 @@ impl Registry {
             *need &= !mask;
         }
         let initial_seq = self.published.load(Ordering::Acquire);
-        let slot = SubscriberSlot {
+        let mut slot = SubscriberSlot {
             state: SUBSCRIBER_ACTIVE,
             consumer_pid: pid as u64,
             last_seen_seq: initial_seq,
@@ -209,6 +209,9 @@ impl Registry {
             consumer_name: SubscriberSlot::encode_name(name),
             reserved: [0; 64],
         };
+        // Where readers bound its counts from (D35).
+        let joined = offsets::SUB_JOINED - offsets::SUB_DROPPED;
+        slot.reserved[joined..joined + 8].copy_from_slice(&initial_seq.to_le_bytes());
         self.headers.store_subscriber(bit as usize, slot.as_bytes());
         table.subs[bit as usize] = Some(ActiveSubscriber {
             conn,

@@ -37,6 +37,10 @@ pub(crate) struct ShmHeader {
     _owner_lock: Option<OwnedFd>,
     /// The object's owner (fstat when opened).
     owner_uid: u32,
+    /// Its mode lets its group or others write it (fstat when opened): a
+    /// named header of a publisher with `v1_peers=allow` and a group (0660),
+    /// which that group's protocol-v1 subscribers write (D33).
+    others_write: bool,
 }
 
 impl ShmHeader {
@@ -99,6 +103,7 @@ impl ShmHeader {
             region,
             _owner_lock: Some(fd),
             owner_uid: nix::unistd::geteuid().as_raw(),
+            others_write: group_writes && group.is_some(),
         };
         // Everything but the magic first, then the magic with Release: an
         // opener that sees the magic sees a complete header.
@@ -128,6 +133,7 @@ impl ShmHeader {
             region,
             _owner_lock: None,
             owner_uid: nix::unistd::geteuid().as_raw(),
+            others_write: false,
         };
         let mut body = *initial;
         body.magic = 0;
@@ -193,7 +199,22 @@ impl ShmHeader {
             region,
             _owner_lock: None,
             owner_uid: stat.st_uid,
+            others_write: stat.st_mode & 0o022 != 0,
         })
+    }
+
+    /// Whether anyone but its owner (and root) may write this object: its
+    /// group or others have write permission. False for the publisher's
+    /// sealed copy, which nobody else can write whatever its mode.
+    pub(crate) fn others_can_write(&self) -> bool {
+        self.others_write
+    }
+
+    /// Marks a header the publisher sent as its sealed copy (D33): a memfd
+    /// sealed against every later writable mapping, whose mode says nothing.
+    pub(crate) fn into_sealed_copy(mut self) -> ShmHeader {
+        self.others_write = false;
+        self
     }
 
     /// What is at the name `name`: nothing, a header a live creator holds

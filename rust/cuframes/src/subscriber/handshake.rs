@@ -305,7 +305,8 @@ fn receive_descriptors(
 /// The shared header of the publisher answering on `paths.socket`, asked for
 /// over the socket (HELLO with `EARLY_FDS`, then the connection is closed
 /// without subscribing): for inspecting a key whose /dev/shm is another
-/// IPC namespace's (D27). Mapped read-only.
+/// IPC namespace's (D27). Mapped read-only; the publisher's sealed copy
+/// when it grants `PRIVATE_ACKS` (D33), else the named header.
 pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Result<ShmHeader> {
     let key = paths.key.clone();
     let deadline = Instant::now() + timeout;
@@ -316,7 +317,7 @@ pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Re
         paths,
         crate::platform::access::peer_credentials(chan.socket())?.uid,
     )?;
-    let (_, mut early) = hello(
+    let (accept, mut early) = hello(
         &mut chan,
         deadline,
         &key,
@@ -324,17 +325,20 @@ pub(crate) fn fetch_header(paths: &KeyPaths, timeout: std::time::Duration) -> Re
         -1,
         SubscriberMode::Sequential,
     )?;
+    let sealed = accept.granted & hello_flags::PRIVATE_ACKS != 0;
     let fd = take_fd(&mut early, fd_purpose::HEADER).ok_or_else(|| {
         Error::new(
             ErrorKind::NotFound,
             format!("the publisher of '{key}' sends no descriptor of its shared memory (protocol v1)"),
         )
     })?;
-    ShmHeader::from_fd(
+    let header = ShmHeader::from_fd(
         &fd,
         Access::ReadOnly,
         &format!("shared memory of '{key}' (sent by its publisher)"),
-    )
+    )?;
+    // Granted PRIVATE_ACKS, the publisher sent its sealed copy (D33).
+    Ok(if sealed { header.into_sealed_copy() } else { header })
 }
 
 /// Refuses a listener that need not be the key's publisher: one whose

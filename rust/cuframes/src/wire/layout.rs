@@ -136,8 +136,9 @@ pub struct SubscriberSlot {
     /// Name, zero-terminated, at most 31 bytes.
     pub consumer_name: [u8; 32],
     /// Extension (spec: reserved): `dropped` at 0x40 and `last_taken_seq` at
-    /// 0x48 (D22, D25); `received` 0x50, `copied` 0x58, `overwritten` 0x60
-    /// and the report's source 0x68 (D35); the rest zero.
+    /// 0x48 (D22, D25); `received` 0x50, `copied` 0x58, `overwritten` 0x60,
+    /// the report's source 0x68 and the seq published when it joined 0x70
+    /// (D35); the rest zero.
     pub reserved: [u8; 64],
 }
 
@@ -502,6 +503,10 @@ pub(crate) mod offsets {
     pub const SUB_COPIED: usize = offset_of!(SubscriberSlot, reserved) + 0x18;
     pub const SUB_OVERWRITTEN: usize = offset_of!(SubscriberSlot, reserved) + 0x20;
     pub const SUB_REPORT: usize = offset_of!(SubscriberSlot, reserved) + 0x28;
+    /// Extension (D35): the seq published when the subscriber joined,
+    /// written by the publisher at admission (what its counts are bounded
+    /// by); 0 = not kept.
+    pub const SUB_JOINED: usize = offset_of!(SubscriberSlot, reserved) + 0x30;
 
     /// ACK area words (D33).
     pub const fn ack_released(slot: usize) -> usize {
