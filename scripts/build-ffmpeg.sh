@@ -314,7 +314,11 @@ fi
 # ---------------------------------------------------------------- sources
 # deb-src entries for the line's suite and nv-codec-headers' (cuframes-SUITE-src.sources)
 # that reuse the URI and Signed-By of the machine's Debian entry (deb822
-# debian.sources, else a one-line sources.list entry).
+# debian.sources, else a one-line sources.list entry). They say Check-Valid-Until: no:
+# testing's and unstable's Release files expire within a week, and a mirror snapshot
+# older than that (as the CI machines' is) would fail `apt-get update` for forky and
+# sid; the signature is still checked, and all these entries serve is orig tarballs
+# that must match the pinned sha256 (a stale index can only make the fetch fail).
 debian_uri_and_key() {
     local f=/etc/apt/sources.list.d/debian.sources
     if [ -f "$f" ]; then
@@ -345,15 +349,17 @@ debian_uri_and_key() {
 }
 
 # src_version PACKAGE UPSTREAM_VERSION: the Debian version (EPOCH:UPSTREAM-REVISION)
-# of the source package whose upstream part is the pinned one, the newest if several.
+# of the source package whose upstream part is the pinned one, the newest if several;
+# nothing (and no failure) when apt knows none, as before the first apt-get update
+# with the deb-src entries (apt-cache then exits 100).
 src_version() {
-    apt-cache showsrc --only-source "$1" 2>/dev/null | awk -v want="$2" '
+    { apt-cache showsrc --only-source "$1" 2>/dev/null || true; } | awk -v want="$2" '
         /^Version:/ { v = $2; u = v; sub(/^[0-9]+:/, "", u); sub(/-[^-]*$/, "", u); if (u == want) print v }' |
         sort -V | tail -n1
 }
 # listed_versions PACKAGE: what the configured suites offer, for the error message.
 listed_versions() {
-    apt-cache showsrc --only-source "$1" 2>/dev/null | awk '/^Version:/ { print $2 }' | sort -uV | paste -sd' '
+    { apt-cache showsrc --only-source "$1" 2>/dev/null || true; } | awk '/^Version:/ { print $2 }' | sort -uV | paste -sd' '
 }
 
 fetch_sources() {
@@ -363,7 +369,7 @@ fetch_sources() {
         fail "no Debian entry with a URI and Signed-By in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
     for suite in $(printf '%s\n' "$FFMPEG_SUITE" "$NVCODEC_SUITE" | sort -u); do
         file=/etc/apt/sources.list.d/cuframes-$suite-src.sources
-        entry=$(printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' "$uri" "$suite" "$key")
+        entry=$(printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\nCheck-Valid-Until: no\n' "$uri" "$suite" "$key")
         if [ ! -f "$file" ] || [ "$(cat "$file")" != "$entry" ]; then
             printf '%s\n' "$entry" >"$file"
             changed=1
