@@ -14,8 +14,12 @@
 
 ARG RUST_IMAGE=rust:1.88-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
+# The FFmpeg line the image ships (scripts/build-ffmpeg.sh --ffmpeg): the newest, 9.0;
+# 8.1 and 7.1 build too (--build-arg FFMPEG_LINE=7.1).
+ARG FFMPEG_LINE=9.0
 
 FROM ${RUST_IMAGE} AS build
+ARG FFMPEG_LINE
 WORKDIR /src
 # .dockerignore keeps build outputs (target/, build/) and files the build does not
 # read out of the context.
@@ -24,10 +28,10 @@ COPY . .
 RUN scripts/install.sh --prefix /opt/cuframes \
  && cargo build --release --locked -p cuframes-cli \
  && install -D -m 0755 target/release/cuframes /opt/cuframes/bin/cuframes
-# FFmpeg 7.1 from Debian's trixie source package + ffmpeg-patches/, into build/ffmpeg;
-# through build/ccache when the context has one (.dockerignore).
-RUN scripts/build-ffmpeg.sh \
- && cp -a build/ffmpeg /opt/ffmpeg
+# FFmpeg of that line from Debian's source package (9.0: forky's) + ffmpeg-patches/,
+# into build/ffmpeg-LINE; through build/ccache when the context has one (.dockerignore).
+RUN scripts/build-ffmpeg.sh --ffmpeg "$FFMPEG_LINE" \
+ && cp -a "build/ffmpeg-$FFMPEG_LINE" /opt/ffmpeg
 # What the runtime image takes, in /dist: the programs and the shared library,
 # stripped (the release profile keeps line tables). ffprobe (9 MB, statically linked
 # like ffmpeg) is used by nothing here and stays in the build stage.
@@ -40,6 +44,7 @@ RUN install -d /dist/cuframes/bin /dist/cuframes/lib /dist/ffmpeg/bin \
  && install -D -m 0644 -t /dist/cuframes/share/doc/cuframes LICENSE-MIT LICENSE-APACHE
 
 FROM ${RUNTIME_IMAGE} AS runtime
+ARG FFMPEG_LINE
 # What is in the image, under which licences: libcuframes and the cuframes command
 # are MIT OR Apache-2.0 (/opt/cuframes/share/doc/cuframes/); the ffmpeg built with the
 # patches links libx264 (--enable-gpl), so that binary is GPL-2.0-or-later (its text:
@@ -57,9 +62,9 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends libx264-164 libsrt1.5-gnutls libgnutls30 zlib1g \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /dist/ /opt/
-# Every library the programs need is here.
+# Every library the programs need is here, and ffmpeg is of the line asked for.
 RUN ! ldd /opt/ffmpeg/bin/ffmpeg /opt/cuframes/bin/cuframes | grep 'not found' \
- && /opt/ffmpeg/bin/ffmpeg -hide_banner -version >/dev/null
+ && /opt/ffmpeg/bin/ffmpeg -hide_banner -version | grep -q "^ffmpeg version ${FFMPEG_LINE}\."
 # The runtime directory is /tmp-like (1777): a volume mounted there starts with this
 # mode, so a publisher of any uid can create its socket, and who may subscribe is its
 # own choice (0600 by default, 0660 with `-group`). docs/containers.md has the rest.

@@ -43,7 +43,8 @@ suite() {
     local status=0
     { "$@" 2>&1 | tee "$log"; status=${PIPESTATUS[0]}; } || true
     local line p=0 f=0 s=0
-    line=$(grep -E "^$label: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -n 1 || true)
+    # The label as a literal in the pattern ("ffmpeg 9.0 tests": the dot is no wildcard).
+    line=$(grep -E "^$(sed 's/[][\.*^$+?(){}|/]/\\&/g' <<<"$label"): [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -n 1 || true)
     if [ -n "$line" ]; then
         read -r p f s <<<"$(sed -E 's/^[^:]*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/' <<<"$line")"
         if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -59,19 +60,26 @@ suite() {
     all_failed=$((all_failed + f))
     all_skipped=$((all_skipped + s))
 }
+# ffmpeg_suite LINE [BUILD OPTIONS]: the patched FFmpeg of one line, built and tested.
 ffmpeg_suite() {
-    scripts/build-ffmpeg.sh || {
-        echo "ffmpeg tests: 0 passed, 1 failed, 0 skipped (scripts/build-ffmpeg.sh failed)"
+    local line=$1
+    shift
+    local label="ffmpeg $line tests"
+    scripts/build-ffmpeg.sh --ffmpeg "$line" "$@" || {
+        echo "$label: 0 passed, 1 failed, 0 skipped (scripts/build-ffmpeg.sh --ffmpeg $line failed)"
         return 1
     }
-    tests/ffmpeg/run.sh
+    FFMPEG=build/ffmpeg-$line/bin/ffmpeg FFMPEG_SUITE_LABEL=$label tests/ffmpeg/run.sh
 }
 
 suite Rust "cargo test (scripts/test-rust.sh)" scripts/test-rust.sh
 suite C-API "C API tests (scripts/test-c.sh)" scripts/test-c.sh
 suite Python "Python bindings (scripts/test-python.sh)" scripts/test-python.sh
 suite Docs "Links in the README and docs, licences in the manifests (scripts/test-docs.sh)" scripts/test-docs.sh
-suite "ffmpeg tests" "FFmpeg end to end (scripts/build-ffmpeg.sh, tests/ffmpeg/run.sh)" ffmpeg_suite
+# FFmpeg on the default line (9.0, the one the Docker image ships) and on 7.1, the
+# line distributions carry (8.1: scripts/test-ffmpeg-lines.sh; docs/testing.md).
+suite "ffmpeg 9.0 tests" "FFmpeg 9.0 end to end (scripts/build-ffmpeg.sh --ffmpeg 9.0, tests/ffmpeg/run.sh)" ffmpeg_suite 9.0
+suite "ffmpeg 7.1 tests" "FFmpeg 7.1 end to end (scripts/build-ffmpeg.sh --ffmpeg 7.1, tests/ffmpeg/run.sh)" ffmpeg_suite 7.1
 suite Monitoring "The exporter scraped by a real Prometheus, alerts and dashboard (scripts/test-monitoring.sh)" scripts/test-monitoring.sh
 suite Manifests "Kubernetes and Compose manifests (scripts/test-manifests.sh)" scripts/test-manifests.sh
 suite Packages "The Debian packages: build, lintian, glibc floor, contents (scripts/test-packages.sh)" scripts/test-packages.sh

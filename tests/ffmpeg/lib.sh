@@ -210,10 +210,13 @@ cuda_usable() {
 }
 
 # summary: the closing lines ("LABEL: N passed, N failed, N skipped", and the
-# expected failures apart when there are any); the exit status of the run.
+# expected failures apart when there are any); the exit status of the run. LABEL is
+# FFMPEG_SUITE_LABEL from the environment (scripts/test.sh runs the suite once per
+# FFmpeg line: "ffmpeg 9.0 tests", "ffmpeg 7.1 tests"), else the script's own.
 summary() {
-    echo "ffmpeg tests took $((SECONDS - T0)) s"
-    local line="${SUMMARY_LABEL:-ffmpeg tests}: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+    local label=${FFMPEG_SUITE_LABEL:-${SUMMARY_LABEL:-ffmpeg tests}}
+    echo "$label took $((SECONDS - T0)) s"
+    local line="$label: $PASSED passed, $FAILED failed, $SKIPPED skipped"
     [ "$EXPECTED" -gt 0 ] && line="$line, $EXPECTED expected failure(s)"
     echo "$line"
     [ "$FAILED" = 0 ]

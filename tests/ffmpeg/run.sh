@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # End-to-end tests of the patched FFmpeg (host memory; no GPU needed).
 #
-#   tests/ffmpeg/run.sh            uses build/ffmpeg/bin/ffmpeg (scripts/build-ffmpeg.sh)
-#   FFMPEG=/path/to/ffmpeg tests/ffmpeg/run.sh
+#   tests/ffmpeg/run.sh            uses build/ffmpeg/bin/ffmpeg (scripts/build-ffmpeg.sh:
+#                                  the default line, 9.0)
+#   FFMPEG=build/ffmpeg-7.1/bin/ffmpeg tests/ffmpeg/run.sh
+#                                  another build (scripts/build-ffmpeg.sh --ffmpeg 7.1);
+#                                  FFMPEG_SUITE_LABEL="ffmpeg 7.1 tests" names the summary
 #   tests/ffmpeg/run.sh e2e kill   only the tests whose names contain one of the words
 #
 # Publishers and subscribers are separate ffmpeg processes; frames are compared by
 # the per-frame MD5 column of -f framemd5 against the same source read directly.
 # Every process runs under timeout(1) in its own process group, and every group is
 # killed on exit. Prints one line per test and "ffmpeg tests: N passed, M failed,
-# K skipped".
+# K skipped" (FFMPEG_SUITE_LABEL in place of "ffmpeg tests" when set).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -449,7 +452,7 @@ malformed() {
     if ! failed_cleanly $rc; then
         echo "  $name: exit $rc (want an option error)"; show "$d/$name.err"; OK=0; return
     fi
-    # (FFmpeg 9.0 names the option: Unable to parse "timeout" option value ...)
+    # FFmpeg 7.1: 'option value "abc"'; from 8.0: '"timeout" option value "abc"'.
     grep -Eq "Unable to parse (\"[a-z_]+\" )?option value \"abc\" as duration" "$d/$name.err" ||
         { echo "  $name: no option error"; show "$d/$name.err"; OK=0; }
 }
@@ -750,11 +753,10 @@ props() {
     waitrc $pub || { echo "  publisher failed"; ok=0; }
     # Per frame: colour line, and of the frame line the fields an encoder reads.
     local fields='s/.* n: *\([0-9]*\) .*duration_time:\([^ ]*\) .*fmt:\([^ ]*\) cl:\([^ ]*\) sar:\([^ ]*\) s:\([^ ]*\) i:\([^ ]*\) .*/n=\1 dur=\2 fmt=\3 cl=\4 sar=\5 s=\6 i=\7/p'
-    # The first n frames of each: -frames:v stops the output, and FFmpeg 9.0's
-    # graph may show one frame more before it does.
+    # The first n frames: from FFmpeg 8 on, the reference's filters run a frame or two
+    # ahead of -frames:v (showinfo prints frame n there too), the publisher sends n.
     for side in ref sub; do
-        { sed -n "$fields" "$d/$side.err" | head -n $n
-          grep -o 'color_range:.*' "$d/$side.err" | head -n $n; } >"$d/$side.props"
+        { sed -n "$fields" "$d/$side.err" | head -n $n; grep -o 'color_range:.*' "$d/$side.err" | head -n $n; } >"$d/$side.props"
     done
     if [ "$(wc -l <"$d/ref.props")" -lt $n ] || ! diff -u "$d/ref.props" "$d/sub.props" >"$d/props.diff"; then
         echo "  frame properties differ (direct read vs subscriber):"
