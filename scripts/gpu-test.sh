@@ -8,7 +8,8 @@
 #                               on the GPU machine, from the repository root,
 #                               with the staged .gpu/ beside it: runs the GPU
 #                               tests (PARTs: rust c crash ffmpeg demo python bench
-#                               ring profile host; default all but bench, ring,
+#                               ring profile host, and ffmpeg-LINE for a line staged
+#                               with GPU_FFMPEG_LINES; default all but bench, ring,
 #                               profile, host), logs under $OUT; FFMPEG_TESTS picks
 #                               words of tests/ffmpeg/gpu.sh, BENCH_HOST_ARGS the
 #                               arguments of scripts/bench-host.sh (part host)
@@ -65,6 +66,15 @@ for line in sys.stdin:
     mkdir -p "$stage/ffmpeg/bin" "$stage/ffmpeg/lib"
     install -m 0755 build/ffmpeg/bin/ffmpeg "$stage/ffmpeg/bin/ffmpeg"
     strip "$stage/ffmpeg/bin/ffmpeg"
+    # Other FFmpeg lines besides the default (GPU_FFMPEG_LINES="7.1"): .gpu/ffmpeg-LINE,
+    # tested by the part ffmpeg-LINE and in the mixed-line tests.
+    local line
+    for line in ${GPU_FFMPEG_LINES:-}; do
+        scripts/build-ffmpeg.sh --ffmpeg "$line"
+        mkdir -p "$stage/ffmpeg-$line/bin"
+        install -m 0755 "build/ffmpeg-$line/bin/ffmpeg" "$stage/ffmpeg-$line/bin/ffmpeg"
+        strip "$stage/ffmpeg-$line/bin/ffmpeg"
+    done
     ldd build/ffmpeg/bin/ffmpeg | awk '$3 ~ /^\// { print $3 }' |
         grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux[^/]*)\.so' |
         xargs -r cp -L -t "$stage/ffmpeg/lib/"
@@ -185,7 +195,14 @@ run() {
         c) part "C API CUDA tests" c-cuda.log "$stage/tests/test_cuda" ;;
         crash) rust_part "CUDA crash matrix" cuda-crash.log "$stage/tests/crash_matrix" --ignored \
             --test-threads=1 --nocapture ;;
+        ffmpeg-*) local line=${want#ffmpeg-}
+            [ -x "$stage/ffmpeg-$line/bin/ffmpeg" ] || { echo "gpu-test: no FFmpeg $line staged (GPU_FFMPEG_LINES)" >&2; failures=$((failures + 1)); continue; }
+            part "FFmpeg $line GPU tests" "ffmpeg-gpu-$line.log" "${ffenv[@]}" FFMPEG="$stage/ffmpeg-$line/bin/ffmpeg" \
+            FFMPEG_OTHER="$stage/ffmpeg/bin/ffmpeg" \
+            MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" CLIPS="$PWD/$stage/clips" \
+            tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
         ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
+            FFMPEG_OTHER="$(compgen -G "$stage/ffmpeg-*/bin/ffmpeg" | head -n 1)" \
             MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" CLIPS="$PWD/$stage/clips" \
             tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \

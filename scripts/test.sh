@@ -69,7 +69,10 @@ ffmpeg_suite() {
         echo "$label: 0 passed, 1 failed, 0 skipped (scripts/build-ffmpeg.sh --ffmpeg $line failed)"
         return 1
     }
-    FFMPEG=build/ffmpeg-$line/bin/ffmpeg FFMPEG_SUITE_LABEL=$label tests/ffmpeg/run.sh
+    # The other line's ffmpeg, when built, for the mixed-line hand-over tests.
+    local other=()
+    [ "$line" != 9.0 ] && [ -x build/ffmpeg-9.0/bin/ffmpeg ] && other=(FFMPEG_OTHER=build/ffmpeg-9.0/bin/ffmpeg)
+    env "${other[@]}" FFMPEG=build/ffmpeg-$line/bin/ffmpeg FFMPEG_SUITE_LABEL="$label" tests/ffmpeg/run.sh
 }
 
 suite Rust "cargo test (scripts/test-rust.sh)" scripts/test-rust.sh

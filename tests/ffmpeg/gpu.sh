@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 . tests/ffmpeg/lib.sh
-SUMMARY_LABEL="ffmpeg gpu tests"
+SUMMARY_LABEL="ffmpeg $FFMPEG_LINE gpu tests"
 OUT=${OUT:-}
 
 if ! cuda_usable; then
@@ -449,12 +449,75 @@ nvdec_format() {
         -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" -- \
         -f cuframes -i @KEY@ -vf "hwdownload,format=$fmt"
 }
+# nvdec_fmt LINE CLIP: the format NVDEC gives for CLIP in FFmpeg LINE (8.0 changed
+# 12-bit 4:2:0 and 10/12-bit 4:4:4 to formats that say where the bits are).
+nvdec_fmt() {
+    case $1:$2 in
+        *:hevc-420-10.mkv) echo p010le ;;
+        7.*:hevc-420-12.mkv) echo p016le ;;
+        *:hevc-420-12.mkv) echo p012le ;;
+        *:hevc-444-8.mkv) echo yuv444p ;;
+        7.*:hevc-444-1?.mkv) echo yuv444p16le ;;
+        *:hevc-444-10.mkv) echo yuv444p10msble ;;
+        *:hevc-444-12.mkv) echo yuv444p12msble ;;
+    esac
+}
+# read_fmt LINE FMT: the format a subscriber of LINE reads FMT as (protocol notes
+# D36: FFmpeg 7.1's CUDA frames lack p012 and the MSB formats: the same bytes as
+# p016le and yuv444p16le).
+read_fmt() {
+    case $1:$2 in
+        7.*:p012le) echo p016le ;;
+        7.*:yuv444p1?msble) echo yuv444p16le ;;
+        *) echo "$2" ;;
+    esac
+}
 selected formats && {
-    nvdec_format hevc-420-10.mkv p010le
-    nvdec_format hevc-420-12.mkv p016le
-    nvdec_format hevc-444-8.mkv yuv444p
-    nvdec_format hevc-444-10.mkv yuv444p16le
-    nvdec_format hevc-444-12.mkv yuv444p16le
+    for clip in hevc-420-10.mkv hevc-420-12.mkv hevc-444-8.mkv hevc-444-10.mkv hevc-444-12.mkv; do
+        nvdec_format "$clip" "$(nvdec_fmt "$FFMPEG_LINE" "$clip")"
+    done
+}
+
+# Mixed FFmpeg lines on the GPU (FFMPEG_OTHER: another line's ffmpeg): NVDEC frames
+# published by one line's ffmpeg in CUDA memory, read as CUDA frames by the other's,
+# both ways, frame-exact (MD5 of the bytes) against the publisher's own decode.
+test_mixed_gpu() {
+    local other=$1 t=$SECONDS ok=1 clip from to pubfmt subfmt d
+    local other_line
+    other_line=$("$other" -hide_banner -version | sed -nE '1s/^ffmpeg version n?([0-9]+\.[0-9]+).*/\1/p')
+    for clip in hevc-420-10.mkv hevc-420-12.mkv hevc-444-10.mkv hevc-444-12.mkv; do
+        [ -f "$CLIPS/$clip" ] || { skipped "mixed lines: $clip" "no clip"; continue; }
+        for from in this other; do
+            local pub_ff=$FFMPEG pub_line=$FFMPEG_LINE sub_ff=$other sub_line=$other_line
+            [ $from = other ] && { pub_ff=$other; pub_line=$other_line; sub_ff=$FFMPEG; sub_line=$FFMPEG_LINE; }
+            pubfmt=$(nvdec_fmt "$pub_line" "$clip")
+            subfmt=$(read_fmt "$sub_line" "$pubfmt")
+            newkey
+            d="$WORK/mixed-$clip-$pub_line"
+            mkdir -p "$d"
+            FFMPEG=$pub_ff ff 120 -hwaccel cuda -hwaccel_output_format cuda -i "$CLIPS/$clip" \
+                -vf "hwdownload,format=$pubfmt" -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err"
+            FFMPEG=$pub_ff bg 120 /dev/null "$d/pub.err" -hwaccel cuda -hwaccel_output_format cuda \
+                -i "$CLIPS/$clip" -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+            local p=$BGPID
+            FFMPEG=$sub_ff ff 120 -v verbose -f cuframes -i "$KEY" -vf "hwdownload,format=$subfmt" \
+                -f framemd5 - >"$d/sub.md5" 2>"$d/sub.err" || { echo "  $clip $pub_line -> $sub_line: subscriber failed"; ok=0; }
+            waitrc $p || { echo "  $clip $pub_line -> $sub_line: publisher failed"; ok=0; }
+            if same_frames "$clip $pub_line ($pubfmt) -> $sub_line ($subfmt)" "$d/ref.md5" "$d/sub.md5" 60; then
+                echo "     $clip: $pub_line $pubfmt -> $sub_line $subfmt, 60 frames exact"
+            else
+                ok=0; show "$d/pub.err" "$d/sub.err"
+            fi
+        done
+    done
+    result "mixed lines on the GPU: $FFMPEG_LINE <-> $other_line" $ok "($((SECONDS - t)) s)"
+}
+selected mixed && {
+    if [ -n "${FFMPEG_OTHER:-}" ]; then
+        test_mixed_gpu "$(cd "$(dirname "$FFMPEG_OTHER")" && pwd)/$(basename "$FFMPEG_OTHER")"
+    else
+        skipped "mixed lines on the GPU" "(FFMPEG_OTHER is not set)"
+    fi
 }
 
 # ---------------------------------------------------------------- frame properties
