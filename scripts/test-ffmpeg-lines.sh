@@ -8,7 +8,8 @@
 # scripts/test.sh (CI) tests 9.0 and 7.1; this adds 8.1, which CI does not build, and
 # keeps its result with the commit it ran at: bench/runs/DATE-ffmpeg-lines/ (UTC date;
 # -2, -3... when the day has one already) gets README.md (the commit, whether the tree
-# had changes, each line's build time and summary line) and ffmpeg-8.1.txt (the 8.1
+# had changes, each line's build time, how much of it came from build/ccache, and its
+# summary line) and ffmpeg-8.1.txt (the 8.1
 # run's output); add the printed row to the index in bench/runs/README.md and commit
 # the folder. Build logs: build/build-ffmpeg-LINE.log. Exits non-zero when a build or
 # a test failed.
@@ -38,7 +39,7 @@ for line in "${LINES[@]}"; do
     echo "== FFmpeg $line: scripts/build-ffmpeg.sh --ffmpeg $line"
     t=$SECONDS
     if scripts/build-ffmpeg.sh --ffmpeg "$line" 2>&1 | tee "$logs/build-$line.txt"; then
-        build="built in $((SECONDS - t)) s"
+        build="built in $((SECONDS - t)) s ($(sed -n 's/^build-ffmpeg: ccache: //p' "$logs/build-$line.txt" | tail -n1))"
         grep -q 'up to date' "$logs/build-$line.txt" && build="up to date (built before)"
         echo "== FFmpeg $line: tests/ffmpeg/run.sh"
         FFMPEG=build/ffmpeg-$line/bin/ffmpeg FFMPEG_SUITE_LABEL=$label tests/ffmpeg/run.sh 2>&1 |
