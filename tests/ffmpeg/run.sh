@@ -969,7 +969,7 @@ mixed() {
     d="$WORK/mixed-$fmt-$(basename "$(dirname "$(dirname "$from")")")"
     mkdir -p "$d"
     if ! FFMPEG=$from has_pix_fmt "$fmt"; then
-        MIXED_SKIPPED+=" $fmt($(basename "$from"))"
+        MIXED_SKIPPED+=" $fmt (FFmpeg $("$from" -hide_banner -version | sed -nE '1s/^ffmpeg version n?([0-9]+\.[0-9]+).*/\1/p'))"
         return
     fi
     newkey
