@@ -386,7 +386,9 @@ mod needs_gpu {
         let publisher = cuda_publish(
             &env,
             &key,
-            "--size 1920x1080 --fps 0 --frames 300 --policy strict-wait --ack-timeout 500ms --startup-timeout 500ms --wait-subscribers 2",
+            // A ring of 4 (the CLI's default is 16 since 0.3): holding 10 frames is then
+            // far more than it can spare.
+            "--ring 4 --size 1920x1080 --fps 0 --frames 300 --policy strict-wait --ack-timeout 500ms --startup-timeout 500ms --wait-subscribers 2",
         );
         let holder = env.subscribe(&key, "--verify --frames 300 --hold 10 --copy auto --name holder");
         let copier = env.subscribe(&key, "--verify --frames 300 --copy always --name copier");
