@@ -45,7 +45,7 @@ pub use memory::{
 /// The clocks of frame timestamps (`publish_mono_ns` is CLOCK_MONOTONIC), for
 /// latencies measured against them.
 pub use platform::clock;
-pub use platform::names::open_shared_file;
+pub use platform::names::{kind_of as file_kind, open_shared_file};
 pub use resources::{KeyPaths, KeyStatus, cleanup_key, key_status, list_keys, validate_key};
 pub use shm::StreamInfo;
 pub use wire::{CudaShare, MemoryKind};

@@ -276,7 +276,7 @@ fn write_textfile(path: &Path, page: &str) -> Result<()> {
                 cuframes::ErrorKind::Permission,
                 format!(
                     "the textfile's temporary name {shown} holds a {} of uid {}, not a file this exporter left: refusing to write through it (remove it)",
-                    kind_of(&there),
+                    cuframes::file_kind(&there),
                     there.uid()
                 ),
             ));
@@ -309,23 +309,4 @@ fn write_textfile(path: &Path, page: &str) -> Result<()> {
 /// not a `*.prom` name, so node_exporter never reads it.
 fn temporary_name(path: &Path) -> PathBuf {
     path.with_extension("prom.tmp")
-}
-
-/// What a file is, in words, for errors.
-fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let ft = meta.file_type();
-    if ft.is_symlink() {
-        "symbolic link"
-    } else if ft.is_fifo() {
-        "FIFO"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_dir() {
-        "directory"
-    } else if ft.is_char_device() || ft.is_block_device() {
-        "device"
-    } else {
-        "regular file"
-    }
 }

@@ -20,8 +20,8 @@ pub(crate) fn shm_path(name: &str) -> PathBuf {
     Path::new(SHM_DIR).join(name.trim_start_matches('/'))
 }
 
-/// What kind of file `meta` describes, for messages.
-pub(crate) fn kind_of(meta: &Metadata) -> &'static str {
+/// What kind of file `meta` describes, for messages ("FIFO", "regular file", ...).
+pub fn kind_of(meta: &Metadata) -> &'static str {
     let ft = meta.file_type();
     if ft.is_symlink() {
         "symbolic link"
