@@ -795,6 +795,28 @@ mod needs_root {
     /// The group the publisher admits; nobody gets it as a supplementary group.
     const GROUP: u32 = 4242;
 
+    /// The system's Python (which every user may run), `python3 -c code args...`,
+    /// as `uid` with its own group, in `GROUP` when `in_group`, through setpriv;
+    /// stdout and stderr piped.
+    fn python_as(uid: u32, in_group: bool, code: &str, args: &[&std::ffi::OsStr]) -> std::process::Child {
+        let groups = if in_group {
+            format!("--groups={GROUP}")
+        } else {
+            "--clear-groups".to_owned()
+        };
+        Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg(groups)
+            .args(["/usr/bin/python3", "-c", code])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("setpriv and python3")
+    }
+
     fn require_root() {
         assert!(
             nix::unistd::geteuid().is_root(),
@@ -864,19 +886,14 @@ print("forged", rounds, "rounds")
     /// The attacker as `nobody` in `GROUP`, through setpriv.
     fn attacker_process(key: &str, dir: &Path, seconds: f64) -> std::process::Child {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Command::new("setpriv")
-            .arg(format!("--reuid={NOBODY}"))
-            .arg(format!("--regid={NOBODY}"))
-            .arg(format!("--groups={GROUP}"))
-            // The system's Python, which every user may run.
-            .args(["/usr/bin/python3", "-c", ATTACKER, key])
-            .arg(dir.join("rt").join(format!("{key}.sock")))
-            .arg(seconds.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("setpriv and python3")
+        let socket = dir.join("rt").join(format!("{key}.sock"));
+        let seconds = seconds.to_string();
+        python_as(
+            NOBODY,
+            true,
+            ATTACKER,
+            &[key.as_ref(), socket.as_ref(), seconds.as_ref()],
+        )
     }
 
     /// A publisher admitting `GROUP` in `dir/rt` (a directory `nobody` can
@@ -955,18 +972,9 @@ elif mode == "fds":
 
     /// [`ABUSER`] as `uid` in `GROUP`, through setpriv, at `socket`.
     fn abuser(uid: u32, socket: &Path, args: &[&str]) -> std::process::Child {
-        Command::new("setpriv")
-            .arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"))
-            .arg(format!("--groups={GROUP}"))
-            .args(["/usr/bin/python3", "-c", ABUSER])
-            .arg(socket)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("setpriv and python3")
+        let mut all: Vec<&std::ffi::OsStr> = vec![socket.as_ref()];
+        all.extend(args.iter().map(std::ffi::OsStr::new));
+        python_as(uid, true, ABUSER, &all)
     }
 
     /// Kills an abuser and says what it said.
@@ -1151,19 +1159,12 @@ elif mode == "fds":
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let key = unique_key("impostor");
         let sock = dir.join(format!("{key}.sock"));
-        let mut impostor = Command::new("setpriv")
-            .arg(format!("--reuid={NOBODY}"))
-            .arg(format!("--regid={NOBODY}"))
-            .arg("--clear-groups")
-            .args([
-                "/usr/bin/python3",
-                "-c",
-                "import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); print('listening', flush=True); time.sleep(30)",
-            ])
-            .arg(&sock)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("setpriv and python3");
+        let mut impostor = python_as(
+            NOBODY,
+            false,
+            "import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); print('listening', flush=True); time.sleep(30)",
+            &[sock.as_ref()],
+        );
         let said = started_listening(&mut impostor);
         assert!(said.contains("listening"), "{said}");
         let mut c = subscriber_config(&key, &dir, "victim");
@@ -1215,19 +1216,12 @@ elif mode == "fds":
         // A publisher of nobody's, as far as the names go: it holds a lock
         // on its header (an OFD lock and a POSIX one conflict).
         let live_header = PathBuf::from(format!("/dev/shm/cuframes-{live}"));
-        let mut holder = Command::new("setpriv")
-            .arg(format!("--reuid={NOBODY}"))
-            .arg(format!("--regid={NOBODY}"))
-            .arg("--clear-groups")
-            .args([
-                "/usr/bin/python3",
-                "-c",
-                "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT|os.O_EXCL, 0o600); os.ftruncate(fd, 7424); fcntl.lockf(fd, fcntl.LOCK_EX|fcntl.LOCK_NB); print('listening', flush=True); time.sleep(30)",
-            ])
-            .arg(&live_header)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("setpriv and python3");
+        let mut holder = python_as(
+            NOBODY,
+            false,
+            "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT|os.O_EXCL, 0o600); os.ftruncate(fd, 7424); fcntl.lockf(fd, fcntl.LOCK_EX|fcntl.LOCK_NB); print('listening', flush=True); time.sleep(30)",
+            &[live_header.as_ref()],
+        );
         let said = started_listening(&mut holder);
         let warned = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = warned.clone();
