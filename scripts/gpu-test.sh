@@ -8,9 +8,9 @@
 #                               on the GPU machine, from the repository root,
 #                               with the staged .gpu/ beside it: runs the GPU
 #                               tests (PARTs: rust c crash ffmpeg demo python bench
-#                               ring profile host, and ffmpeg-LINE for a line staged
+#                               ring profile host startup, and ffmpeg-LINE for a line staged
 #                               with GPU_FFMPEG_LINES; default all but bench, ring,
-#                               profile, host), logs under $OUT; FFMPEG_TESTS picks
+#                               profile, host, startup), logs under $OUT; FFMPEG_TESTS picks
 #                               words of tests/ffmpeg/gpu.sh, BENCH_HOST_ARGS the
 #                               arguments of scripts/bench-host.sh (part host)
 #
@@ -56,6 +56,8 @@ for line in sys.stdin:
     compgen -G "$stage/wheel/cuframes-*.whl" >/dev/null || { echo "gpu-test: no wheel staged" >&2; exit 1; }
     # The copy counter injected into CUDA processes (no CUDA headers needed).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
+    # The driver-call tracer (start-up phases, calls per frame; scripts/gpu/startup.sh).
+    cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/cuda-calls.so" scripts/gpu/cuda-calls.c -ldl
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/crash_matrix" "$stage/tests/backends" \
         "$stage/tests/test_cuda" \
         "$stage/lib/libcuframes.so.0.2"
@@ -213,6 +215,9 @@ run() {
         host) part "Transcoding-host benchmark (scripts/bench-host.sh ${BENCH_HOST_ARGS:-})" bench-host.log \
             "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             bash scripts/bench-host.sh --out "$OUT/bench-host" ${BENCH_HOST_ARGS:-} ;;
+        startup) part "Start-up and publish cost (scripts/gpu/startup.sh ${STEPS:-})" startup.log "${ffenv[@]}" \
+            FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" CUFRAMES_BIN="$PWD/$stage/bin/cuframes" \
+            CALLS="$PWD/$stage/lib/cuda-calls.so" CUFRAMES_CUPTI="$cupti" bash scripts/gpu/startup.sh ;;
         bench | ring) part "Benchmarks ($want)" bench.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             CUFRAMES_BIN="$PWD/$stage/bin/cuframes" bash scripts/gpu/bench.sh "$want" ;;
         *) echo "gpu-test: unknown part $want" >&2; failures=$((failures + 1)) ;;

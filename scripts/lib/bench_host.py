@@ -75,6 +75,7 @@ class Proc:
         self.argv = argv
         self.err = open(self.errpath, "w")
         self.started = time.monotonic()
+        self.spawned_ns = time.time_ns()  # CLOCK_REALTIME, as the call tracer's times
         self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.err,
                                   env=env, start_new_session=True)
         self.pid = self.p.pid
@@ -236,13 +237,124 @@ def commands(a, approach, n, k, key_prefix):
                           a.pub_options.split() + [key]))
         for c in consumers:
             chain = CONSUMERS[c][0 if cuda else 1]
+            if a.verify and approach == "direct":
+                # The same pixels as a subscriber gets: the publisher hands on NV12.
+                chain = "format=nv12" + ("," + chain if chain else "")
             if approach == "cuframes":
                 src = ["-f", "cuframes", "-timeout", "30"] + a.sub_options.split() + ["-i", key]
             else:
                 src = decode
+            sink = ["-f", "framemd5", md5_path(a.verify_dir, approach, s, c)] if a.verify else ["-f", "null", "-"]
             procs.append(("sub" if approach == "cuframes" else "dec", s, c,
-                          [ff] + src + (["-vf", chain] if chain else []) + ["-f", "null", "-"]))
+                          [ff] + src + (["-vf", chain] if chain else []) + sink))
     return procs
+
+
+def md5_path(directory, approach, stream, consumer):
+    return os.path.join(directory, "%s-%d-%s.framemd5" % (approach, stream, consumer))
+
+
+def frame_hashes(path):
+    """The (size, MD5) of each frame of a framemd5 file: what must match between
+    the approaches (timestamps differ: a subscriber's count from the publisher's)."""
+    try:
+        with open(path) as f:
+            return [tuple(x.strip() for x in line.split(",")[-2:]) for line in f
+                    if line.strip() and not line.startswith("#")]
+    except OSError:
+        return None
+
+
+def verify_frames(a, n, k):
+    """--verify: every cuframes consumer's frames against the same consumer
+    decoding for itself, stream by stream. Returns (ok, lines)."""
+    ok, lines = True, []
+    for c in a.order[:k]:
+        for s in range(n):
+            ref = frame_hashes(md5_path(a.verify_dir, "direct", s, c))
+            got = frame_hashes(md5_path(a.verify_dir, "cuframes", s, c))
+            if not ref:
+                ok = False
+                lines.append("stream %d %s: decoding for itself gave no frames" % (s, c))
+            elif got != ref:
+                ok = False
+                first = next((i for i, (x, y) in enumerate(zip(got or [], ref)) if x != y), None)
+                lines.append("stream %d %s: %s frames through cuframes, %d decoding for itself%s" % (
+                    s, c, len(got) if got is not None else "no", len(ref),
+                    ", frame %d differs" % first if first is not None else ""))
+            else:
+                lines.append("stream %d %s: %d frames, exact" % (s, c, len(ref)))
+    return ok, lines
+
+
+# Start-up phases from the call tracer (scripts/gpu/cuda-calls.c), in ms since
+# the process was spawned: (phase, functions, which time of theirs). A phase a
+# process never reached is left out.
+PHASES = [
+    ("context", ("cuDevicePrimaryCtxRetain", "cuCtxCreate"), "first_end_ns"),
+    ("slots imported", ("cuMemImportFromShareableHandle", "cuIpcOpenMemHandle", "cuIpcOpenEventHandle",
+                        "cuMemSetAccess"), "last_end_ns"),
+    ("first frame", ("cuStreamWaitValue64", "cuStreamWaitEvent", "cuEventQuery", "cuMemcpy2DAsync",
+                     "cuMemcpy2D"), "first_start_ns"),
+]
+
+
+PHASE_ORDER = ["cuInit"] + [ph for ph, _, _ in PHASES] + ["first output"]
+
+
+def read_calls(path):
+    """A tracer file: ({"inject_ns": .., "exit_ns": ..}, {function: {field: int}}), or None."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    if not lines or "error=" in lines[0]:
+        return None
+    head = dict(kv.split("=", 1) for kv in lines[0].split()[1:])
+    calls = {}
+    for line in lines[1:]:
+        name, *fields = line.split()
+        calls[name] = {k: int(v) for k, v in (kv.split("=", 1) for kv in fields)}
+    return {k: int(v) for k, v in head.items()}, calls
+
+
+def phase_profile(procs, calls_dir):
+    """Per role: each start-up phase's median and max (ms since spawn) and the
+    driver calls that took the most time (median per process; the longest single
+    call anywhere: the ones that wait on the driver's serialisation balloon)."""
+    by_role = {}
+    for p in procs:
+        traced = read_calls(os.path.join(calls_dir, "calls-%d.txt" % p.pid))
+        if traced is None:
+            continue
+        head, calls = traced
+        phases = {"cuInit": (head["inject_ns"] - p.spawned_ns) / 1e6}
+        for phase, prefixes, field in PHASES:
+            times = [c[field] for name, c in calls.items() if name.startswith(prefixes)]
+            if times:
+                pick = max if field == "last_end_ns" else min
+                phases[phase] = (pick(times) - p.spawned_ns) / 1e6
+        if p.first_output is not None:
+            phases["first output"] = (p.first_output - p.started) * 1000
+        role = by_role.setdefault(p.role, {"phases": {}, "calls": {}, "processes": 0})
+        role["processes"] += 1
+        for phase, ms in phases.items():
+            role["phases"].setdefault(phase, []).append(ms)
+        for name, c in calls.items():
+            role["calls"].setdefault(name, []).append((c["count"], c["total_us"] / 1000, c["max_us"] / 1000))
+    report = {}
+    for role, r in by_role.items():
+        calls = sorted(r["calls"].items(), key=lambda kv: -statistics.median(x[1] for x in kv[1]))[:12]
+        report[role] = {
+            "processes": r["processes"],
+            "phases_ms": {ph: {"median": round(statistics.median(v), 1), "max": round(max(v), 1)}
+                          for ph, v in r["phases"].items()},
+            "calls": [{"function": name, "count": statistics.median(x[0] for x in v),
+                       "total_ms": round(statistics.median(x[1] for x in v), 2),
+                       "max_ms": round(max(x[2] for x in v), 2)} for name, v in calls],
+        }
+    return report
 
 
 def run_once(a, approach, n, k, rep):
@@ -250,6 +362,10 @@ def run_once(a, approach, n, k, rep):
     runtime = os.path.join(workdir, "run")
     os.makedirs(runtime)
     env = dict(os.environ, CUFRAMES_RUNTIME_DIR=runtime)
+    calls_dir = os.path.join(workdir, "calls")
+    if a.calls:
+        os.makedirs(calls_dir)
+        env.update(CUDA_INJECTION64_PATH=os.path.abspath(a.calls), CUFRAMES_CALLS_DIR=calls_dir)
     key_prefix = "bh%d" % os.getpid()
     plan = commands(a, approach, n, k, key_prefix)
     dmon = gpu_sampler(workdir)
@@ -412,6 +528,8 @@ def run_once(a, approach, n, k, rep):
         # its rate or more, no process failed. Unknown (None) without a window.
         result["real_time"] = None if not steady else (
             (steady["slowest_stream_fps"] or 0) >= 0.97 * a.fps and not failures)
+    if a.calls:
+        result["startup_profile"] = phase_profile(procs, calls_dir)
     lossy = [p for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text())]
     if failures or lossy or a.keep_logs:
         dest = os.path.join(a.out, "logs", "%s-n%d-k%d-%s-r%d" % (approach, n, k, a.mode, rep))
@@ -464,9 +582,59 @@ def summarize(runs, out):
             sum(len(r["failures"]) for r in rs), sum(r["processes_reporting_loss"] for r in rs),
             med([r["nvdec_util"] for r in rs]), med([r["gpu_sm_util"] for r in rs]),
             ", ".join("%s %s" % (role, mib) for role, mib in sorted(rs[0]["gpu_mib_per_process"].items())) or "–"))
+    lines += whole_job_table(groups, med) + startup_tables(runs)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return "\n".join(lines)
+
+
+def whole_job_table(groups, med):
+    """The whole job, start-up included, both approaches side by side: the same
+    work, so throughput is the ratio of wall times (direct / cuframes) and CPU the
+    ratio of CPU (cuframes / direct); medians over repeats."""
+    lines = ["", "Whole job (all processes started together, until the last ended):", "",
+             "| mode | N | K | cuframes wall s | direct wall s | throughput | cuframes CPU s | direct CPU s | CPU | "
+             "frames exact |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    pairs = 0
+    for (mode, n, k, approach), rs in sorted(groups.items()):
+        direct = groups.get((mode, n, k, "direct"))
+        if not approach.startswith("cuframes") or not direct:
+            continue
+        pairs += 1
+        cw, dw = statistics.median(r["wall_s"] for r in rs), statistics.median(r["wall_s"] for r in direct)
+        cc, dc = statistics.median(r["cpu_s"] for r in rs), statistics.median(r["cpu_s"] for r in direct)
+        exact = [r.get("frames_exact") for r in rs if r.get("frames_exact") is not None]
+        lines.append("| %s | %d | %d | %s | %s | **%.2f×** | %s | %s | %.2f× | %s |" % (
+            mode, n, k, med([r["wall_s"] for r in rs]), med([r["wall_s"] for r in direct]), dw / cw if cw else 0,
+            med([r["cpu_s"] for r in rs]), med([r["cpu_s"] for r in direct]), cc / dc if dc else 0,
+            ("yes" if all(exact) else "**no**") if exact else "not checked"))
+    return lines if pairs else []
+
+
+def startup_tables(runs):
+    """--calls: start-up phases (ms since spawn, median and max over a run's
+    processes) and the driver calls that took longest, per run and role."""
+    lines = []
+    for r in runs:
+        profile = r.get("startup_profile")
+        if not profile:
+            continue
+        lines += ["", "Start-up by phase, %s N=%d K=%d rep %d (ms since spawn, median / max; "
+                  "scripts/gpu/cuda-calls.c):" % (r["approach"], r["streams"], r["consumers"], r["repeat"]), "",
+                  "| role | processes | " + " | ".join(ph for ph in PHASE_ORDER) + " |",
+                  "|---|---|" + "---|" * len(PHASE_ORDER)]
+        for role, prof in sorted(profile.items()):
+            cells = [("%g / %g" % (prof["phases_ms"][ph]["median"], prof["phases_ms"][ph]["max"]))
+                     if ph in prof["phases_ms"] else "–" for ph in PHASE_ORDER]
+            lines.append("| %s | %d | %s |" % (role, prof["processes"], " | ".join(cells)))
+        lines += ["", "| role | driver call | count | ms per process (median) | longest call ms |",
+                  "|---|---|---|---|---|"]
+        for role, prof in sorted(profile.items()):
+            for c in prof["calls"]:
+                lines.append("| %s | %s | %g | %g | %g |" % (role, c["function"], c["count"], c["total_ms"],
+                                                             c["max_ms"]))
+    return lines
 
 
 def clip_duration(a):
@@ -534,6 +702,14 @@ def main():
                     help="which consumers stream k gets, in order (K takes the first K); e.g. 'hold' alone "
                          "with --approaches direct --consumers 1 measures that consumer's own scaling")
     ap.add_argument("--label", default="", help="a name for this variant in the results")
+    ap.add_argument("--verify", action="store_true",
+                    help="consumers write per-frame MD5s (-f framemd5) instead of -f null, and every cuframes "
+                         "consumer's frames must equal the same consumer's decoding for itself; exits 1 when "
+                         "they differ or a process failed (host memory, both approaches, runs to the clip's end)")
+    ap.add_argument("--calls", default=None, metavar="LIB",
+                    help="the CUDA call tracer (scripts/gpu/cuda-calls.c built as a shared library): start-up "
+                         "by phase and the driver calls that took longest, per role. It costs ~1 µs a call: "
+                         "profile with it, time without it")
     ap.add_argument("--out", default="bench-host-out")
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
@@ -545,12 +721,19 @@ def main():
         ap.error("unknown consumer %s (known: %s)" % (", ".join(unknown), ", ".join(CONSUMERS)))
     if max(int(x) for x in a.consumers.split(",")) > len(a.order):
         ap.error("--consumers asks for more consumers than --consumer-order names")
+    if a.verify and (a.memory != "host" or a.steady or a.capacity or a.approaches != "cuframes,direct"):
+        ap.error("--verify compares host-memory runs of both approaches that end with the clip "
+                 "(--memory host, no --steady, no --capacity, --approaches cuframes,direct)")
+    if a.calls and not os.path.exists(a.calls):
+        ap.error("--calls %s: no such file (build scripts/gpu/cuda-calls.c with cc -shared -fPIC ... -ldl)" % a.calls)
+    a.verify_dir = os.path.join(a.out, "frames")
     a.clip = a.clip or os.path.join(a.out, "clip-%s-%ds.mp4" % (a.size, a.seconds))
     make_clip(a)
     a.duration = clip_duration(a)
     if a.memory == "cuda" and not a.cold_jit:
         warm_jit(a)
     runs = []
+    verified = []
     jsonl = open(os.path.join(a.out, "runs.jsonl"), "a")
 
     def record(r):
@@ -586,10 +769,27 @@ def main():
         for rep in range(a.repeat):
             for n in [int(x) for x in a.streams.split(",")]:
                 for k in [int(x) for x in a.consumers.split(",")]:
+                    if a.verify:
+                        shutil.rmtree(a.verify_dir, ignore_errors=True)
+                        os.makedirs(a.verify_dir)
                     # Alternate the order so neither approach always runs first.
-                    for approach in (approaches if rep % 2 == 0 else approaches[::-1]):
-                        record(run_once(a, approach, n, k, rep))
+                    pair = [run_once(a, approach, n, k, rep)
+                            for approach in (approaches if rep % 2 == 0 else approaches[::-1])]
+                    if a.verify:
+                        exact, lines = verify_frames(a, n, k)
+                        for line in lines:
+                            log("bench-host: verify N=%d K=%d rep %d: %s" % (n, k, rep, line))
+                        for r in pair:
+                            r["frames_exact"] = exact
+                        verified.append(exact and not any(r["failures"] or r["processes_reporting_loss"]
+                                                          for r in pair))
+                    for r in pair:
+                        record(r)
     print(summarize(runs, a.out))
+    if a.verify and not all(verified):
+        log("bench-host: --verify FAILED: a process failed or lost frames, or a consumer's frames differ "
+            "(the lines above, %s)" % os.path.join(a.out, "logs"))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -669,6 +669,46 @@ PY
     result "bench-host harness: 2 streams x 4 consumers, host memory" $ok "($((SECONDS - t)) s)"
 }
 
+# The whole-job comparison (issue 27) on host memory, as fast as possible to the
+# clip's end: every process finishes, and every consumer's frames through cuframes
+# equal the same consumer's decoding for itself (--verify, per-frame MD5s). Results,
+# not timings, are asserted. The check itself must catch a changed frame.
+test_bench_host_job() {
+    local d="$WORK/bench-host-job" t=$SECONDS ok=1
+    mkdir -p "$d"
+    if ! FFMPEG="$FFMPEG" timeout 120 bash scripts/bench-host.sh --memory host --verify \
+        --streams 2 --consumers 4 --size 320x240 --seconds 4 --limit 60 --out "$d" >"$d/out.txt" 2>&1; then
+        echo "  bench-host --verify failed"; ok=0
+    fi
+    python3 - "$d" >"$d/check.txt" 2>&1 <<'PY' || ok=0
+import glob, json, os, sys
+sys.path.insert(0, "scripts/lib")
+import bench_host
+out = sys.argv[1]
+runs = [json.loads(line) for line in open(os.path.join(out, "runs.jsonl"))]
+assert sorted(r["approach"] for r in runs) == ["cuframes", "direct"], runs
+for r in runs:
+    assert not r["failures"] and r["processes_reporting_loss"] == 0, r
+    assert r["frames_exact"] is True, r
+    assert r["processes"] == (10 if r["approach"] == "cuframes" else 8), r
+    assert r["wall_s"] > 0 and r["cpu_s"] > 0 and r["job_consumer_fps"] > 0, r
+summary = open(os.path.join(out, "summary.md")).read()
+assert "Whole job" in summary and "| yes |" in summary, summary
+# A consumer whose frame differs must fail the comparison.
+class A: pass
+a = A()
+a.verify_dir, a.order = os.path.join(out, "frames"), bench_host.ORDER
+path = bench_host.md5_path(a.verify_dir, "cuframes", 1, "scale")
+lines = open(path).read().splitlines()
+lines[-1] = lines[-1][:-1] + ("0" if lines[-1][-1] != "0" else "1")
+open(path, "w").write("\n".join(lines) + "\n")
+exact, report = bench_host.verify_frames(a, 2, 4)
+assert not exact and any("stream 1 scale" in l and "differs" in l for l in report), report
+PY
+    [ $ok = 1 ] || show "$d/out.txt" "$d/check.txt"
+    result "bench-host whole job: 2 streams x 4 consumers to the end, frames exact" $ok "($((SECONDS - t)) s)"
+}
+
 # drop_oldest, real time: a subscriber that is still starting (libx264, and a
 # 300 ms stall after it subscribed) when the first frames come loses none of
 # them (read-ahead). The publisher is the CLI, paced from its first frame: an
@@ -1169,6 +1209,7 @@ selected held && {
 }
 selected many && test_many_at_once
 selected benchhost && test_bench_host
+selected benchhostjob && test_bench_host_job
 selected dropstart && test_drop_oldest_start
 selected loss && test_loss_is_reported
 selected sidedata && test_side_data

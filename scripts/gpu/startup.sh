@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# On the GPU machine (scripts/gpu-test.sh run startup): start-up and publish cost
+# (issue 27), written under $OUT. STEPS picks (default all, in this order):
+#   ring    `cuframes bench --memory cuda`, 4K NV12, ring 8: 1 and 8 subscribers,
+#           then 1 subscriber under the call tracer: the publisher's driver calls
+#           per frame (ring-calls.txt)
+#   phases  scripts/bench-host.sh N=16 K=2 on a 1200-frame 1080p clip, both
+#           approaches, under the call tracer: start-up by phase per role and the
+#           driver calls that took longest (bench-host-phases/summary.md)
+#   job     the whole job without the tracer: N=16 K=2 on the 1200-frame clip,
+#           REPEAT rounds (default 2), order alternated (bench-host-job/)
+#   long    the same on the 4800-frame clip, and K=3 on the 1200-frame one
+#   chain   one 4K stream: NVDEC -> null against NVDEC -> cuframes -> null
+#           (scripts/bench-ffmpeg.sh 4k, direct and cuframes)
+# Needs CUFRAMES_BIN, FFMPEG and CALLS (scripts/gpu/cuda-calls.c built), CUFRAMES_CUPTI.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${CUFRAMES_BIN:?set CUFRAMES_BIN to the staged cuframes CLI}"
+: "${FFMPEG:?set FFMPEG to the staged patched ffmpeg}"
+: "${CALLS:?set CALLS to the staged cuda-calls.so}"
+out=${OUT:?set OUT}
+steps=${STEPS:-ring phases job long chain}
+repeat=${REPEAT:-2}
+clips=${CLIP_DIR:-$out/clips}
+mkdir -p "$clips"
+export CUFRAMES_RUNTIME_DIR
+CUFRAMES_RUNTIME_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-startup-run.XXXXXX")
+failed=0
+step() { case " $steps " in *" $1 "*) echo "== $1 ($(date -u +%T))" ;; *) return 1 ;; esac; }
+fail() { echo "startup: $* FAILED"; failed=$((failed + 1)); }
+
+# The driver calls in tracer files DIR/calls-*.txt, per process: count, total,
+# per frame (FRAMES), longest.
+calls_table() {
+    python3 - "$1" "$2" <<'PY'
+import glob, os, sys
+frames = int(sys.argv[2])
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "calls-*.txt"))):
+    lines = open(path).read().splitlines()
+    print("## " + lines[0])
+    rows = []
+    for line in lines[1:]:
+        name, *kv = line.split()
+        f = dict(x.split("=", 1) for x in kv)
+        rows.append((int(f["total_us"]), name, int(f["count"]), int(f["max_us"])))
+    print("%-44s %9s %8s %10s %12s %8s" % ("call", "count", "per frame", "total ms", "us per frame", "max us"))
+    for total, name, count, longest in sorted(rows, reverse=True)[:20]:
+        print("%-44s %9d %8.2f %10.1f %12.2f %8d" % (name, count, count / frames, total / 1000,
+                                                     total / frames, longest))
+PY
+}
+
+ring=(--memory cuda --format nv12 --size 3840x2160 --ring 8 --policy strict_wait --frames 60000
+    --transports cuframes --verify-every 0)
+if step ring; then
+    for subs in 1 8; do
+        timeout 300 "$CUFRAMES_BIN" bench "${ring[@]}" --subscribers $subs >"$out/ring-$subs.txt" 2>&1 ||
+            fail "ring, $subs subscriber(s)"
+        tail -n 4 "$out/ring-$subs.txt"
+    done
+    mkdir -p "$out/ring-calls"
+    CUDA_INJECTION64_PATH=$CALLS CUFRAMES_CALLS_DIR=$out/ring-calls timeout 300 "$CUFRAMES_BIN" bench \
+        "${ring[@]}" --subscribers 1 >"$out/ring-traced.txt" 2>&1 || fail "ring under the tracer"
+    tail -n 4 "$out/ring-traced.txt"
+    calls_table "$out/ring-calls" 60000 >"$out/ring-calls.txt"
+    head -n 50 "$out/ring-calls.txt"
+fi
+
+host() { # NAME SECONDS ARGS...: scripts/bench-host.sh into $out/NAME
+    local name=$1 seconds=$2
+    shift 2
+    FFMPEG=$FFMPEG timeout 580 bash scripts/bench-host.sh --size 1920x1080 --seconds "$seconds" \
+        --clip "$clips/clip-1080p-${seconds}s.mp4" --limit 200 --out "$out/$name" "$@" \
+        >"$out/$name.log" 2>&1 || fail "$name"
+    grep -E "^bench-host: (cuframes|direct)" "$out/$name.log"
+    grep -A6 "^Whole job" "$out/$name/summary.md"
+}
+# The clips bench-host makes (libx264, testsrc2): 40 s and 160 s at 30 fps.
+if step phases; then
+    host bench-host-phases 40 --streams 16 --consumers 2 --calls "$CALLS" --keep-logs
+    grep -A40 "^Start-up by phase" "$out/bench-host-phases/summary.md"
+fi
+if step job; then
+    host bench-host-job 40 --streams 16 --consumers 2 --repeat "$repeat"
+fi
+if step long; then
+    host bench-host-long 160 --streams 16 --consumers 2 --repeat "$repeat"
+    host bench-host-k3 40 --streams 16 --consumers 3 --repeat "$repeat"
+fi
+if step chain; then
+    mkdir -p "$out/chain"
+    FFMPEG=$FFMPEG OUT=$out/chain REPEAT=$repeat PIPELINES=cuframes timeout 580 \
+        bash scripts/bench-ffmpeg.sh 4k >"$out/chain.log" 2>&1 || fail chain
+    tail -n 20 "$out/chain.log"
+fi
+rm -rf "$CUFRAMES_RUNTIME_DIR"
+echo "startup: $failed failed step(s)"
+[ "$failed" -eq 0 ]
