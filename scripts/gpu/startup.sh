@@ -12,6 +12,10 @@
 #   long    the same on the 4800-frame clip, and K=3 on the 1200-frame one
 #   chain   one 4K stream: NVDEC -> null against NVDEC -> cuframes -> null
 #           (scripts/bench-ffmpeg.sh 4k, direct and cuframes)
+#   churn   the driver alone: 48 processes make a context at once and end, with
+#           and without destroying it (scripts/gpu/context-churn.py)
+#   variants  the job step with what a user can set: CUDA_DEVICE_MAX_CONNECTIONS=1,
+#           and CUDA MPS (a private control daemon for these processes only)
 # Needs CUFRAMES_BIN, FFMPEG and CALLS (scripts/gpu/cuda-calls.c built), CUFRAMES_CUPTI.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +23,7 @@ cd "$(dirname "$0")/../.."
 : "${FFMPEG:?set FFMPEG to the staged patched ffmpeg}"
 : "${CALLS:?set CALLS to the staged cuda-calls.so}"
 out=${OUT:?set OUT}
-steps=${STEPS:-ring phases job long chain}
+steps=${STEPS:-ring phases job long chain churn variants}
 repeat=${REPEAT:-2}
 clips=${CLIP_DIR:-$out/clips}
 mkdir -p "$clips"
@@ -93,6 +97,33 @@ if step chain; then
         bash scripts/bench-ffmpeg.sh 4k >"$out/chain.log" 2>&1 || fail chain
     tail -n 20 "$out/chain.log"
 fi
+if step churn; then
+    for kind in primary create; do
+        for end in destroy exit; do
+            timeout 300 python3 scripts/gpu/context-churn.py --processes 48 --kind $kind --end $end \
+                >>"$out/churn.txt" 2>&1 || fail "churn $kind $end"
+        done
+    done
+    cat "$out/churn.txt"
+fi
+if step variants; then
+    CUDA_DEVICE_MAX_CONNECTIONS=1 host bench-host-maxconn1 40 --streams 16 --consumers 2 --label maxconn1
+    # MPS: its own pipe and log directories, so only these processes are its clients.
+    mps=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-mps.XXXXXX")
+    export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+        host bench-host-mps 40 --streams 16 --consumers 2 --label mps
+        echo quit | nvidia-cuda-mps-control
+        cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/mps-log" 2>/dev/null
+    else
+        fail "MPS (no nvidia-cuda-mps-control, or it did not start)"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 rm -rf "$CUFRAMES_RUNTIME_DIR"
+# Everything in one file: the device tool brings back a limited number of files.
+packed=$(mktemp "${TMPDIR:-/tmp}/cuframes-startup.XXXXXX")
+tar -C "$out" -cJf "$packed" --exclude=./clips --exclude=./results.tar.xz . && mv "$packed" "$out/results.tar.xz"
 echo "startup: $failed failed step(s)"
 [ "$failed" -eq 0 ]

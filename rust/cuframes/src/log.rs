@@ -146,6 +146,16 @@ macro_rules! warning {
 }
 pub(crate) use warning;
 
+/// `debug!("...", args)`: detail through [`emit`].
+macro_rules! debug {
+    ($($arg:tt)*) => {
+        if $crate::log::enabled($crate::log::Level::Debug) {
+            $crate::log::emit($crate::log::Level::Debug, &format!($($arg)*));
+        }
+    };
+}
+pub(crate) use debug;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ pub use lease::{FrameLease, PlaneView};
 
 use self::read_ahead::ReadAhead;
 use self::reader::Reader;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::memory::CudaBinding;
 use crate::platform::clock;
 use crate::shm::header::StreamInfo;
@@ -191,7 +191,18 @@ impl Subscriber {
 
     fn connect_logged(config: SubscriberConfig) -> Result<Subscriber> {
         crate::testhook::announce();
-        let reader = handshake::connect(&config)?;
+        let reader = match handshake::connect(&config) {
+            Ok(reader) => reader,
+            Err(e) => {
+                // No publisher yet: make the CUDA context while waiting for
+                // one (the caller tries again), not after it came (issue 27).
+                if e.kind() == ErrorKind::NotFound && config.cuda.is_none() {
+                    crate::memory::cuda::warm::start_while_waiting(config.cuda_device);
+                }
+                return Err(e);
+            }
+        };
+        crate::memory::cuda::warm::settle();
         let (key, info) = (reader.key.clone(), reader.info.clone());
         let (bit, initial_seq) = (reader.ring.bit, reader.initial_seq);
         let peer_device = reader.ring.mapping.peer_device();

@@ -213,6 +213,18 @@ impl Drop for Context {
     }
 }
 
+/// Whether the calling thread has a current CUDA context (false without a
+/// usable driver).
+pub(crate) fn has_current_context() -> bool {
+    if require().is_err() {
+        return false;
+    }
+    let mut current: CUcontext = std::ptr::null_mut();
+    // SAFETY: the driver is initialised (require()); valid out-pointer.
+    let result = unsafe { sys::cuCtxGetCurrent(&mut current) };
+    result == sys::CUresult::CUDA_SUCCESS && !current.is_null()
+}
+
 /// How many devices the driver shows this process (`CUDA_VISIBLE_DEVICES`).
 pub(crate) fn device_count() -> Result<i32> {
     require()?;

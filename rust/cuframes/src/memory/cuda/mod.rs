@@ -25,6 +25,7 @@ mod mapping;
 mod pool;
 pub(crate) mod route;
 pub(crate) mod vmm;
+pub(crate) mod warm;
 
 pub(crate) use mapping::{CudaMapping, LocalDeviceFrame};
 pub(crate) use pool::CudaPool;
