@@ -45,6 +45,9 @@ def child(kind, end, barrier, results):
         else:
             cuda.cuCtxDestroy_v2(ctx)
         results.put((os.getpid(), "destroy", time.monotonic() - t, time.time()))
+    # os._exit skips the queue's flush: wait for it, so no result is lost.
+    results.close()
+    results.join_thread()
     os._exit(0)
 
 
@@ -63,7 +66,7 @@ def main():
         p.start()
     made, destroys = [], []
     for _ in range(a.processes * (2 if a.end == "destroy" else 1)):
-        pid, x, y, at = results.get(timeout=300)
+        pid, x, y, at = results.get(timeout=120)
         if x == "destroy":
             destroys.append(y)
         else:

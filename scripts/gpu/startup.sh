@@ -100,7 +100,7 @@ fi
 if step churn; then
     for kind in primary create; do
         for end in destroy exit; do
-            timeout 300 python3 scripts/gpu/context-churn.py --processes 48 --kind $kind --end $end \
+            timeout 150 python3 scripts/gpu/context-churn.py --processes 48 --kind $kind --end $end \
                 >>"$out/churn.txt" 2>&1 || fail "churn $kind $end"
         done
     done
