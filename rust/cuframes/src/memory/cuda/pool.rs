@@ -249,7 +249,12 @@ impl CudaPool {
         let _current = self.ctx.enter()?;
         let base = self.slot_base(index);
         let stream = stream_of(self.stream);
-        for copy in plane_copies(sources, layout) {
+        // A copy must stay within one allocation: planes allocated apart
+        // that happen to lie back to back are two copies.
+        let one_allocation = |start: CUdeviceptr, end: CUdeviceptr| {
+            driver::allocation_range(start).is_ok_and(|(base, size)| end <= base + size as CUdeviceptr)
+        };
+        for copy in plane_copies(sources, layout, one_allocation) {
             driver::copy_2d(
                 copy.src,
                 copy.src_pitch,
@@ -276,21 +281,17 @@ struct PlaneCopy {
     rows: usize,
 }
 
-/// Where a copy's source is: (device memory?, address).
-fn address(mem: Mem) -> (bool, u64) {
-    match mem {
-        Mem::Device(ptr) => (true, ptr),
-        Mem::Host(ptr) => (false, ptr as usize as u64),
-        Mem::HostMut(ptr) => (false, ptr as usize as u64),
-    }
-}
-
 /// The copies of a frame's planes, a plane merged into the copy before it
 /// where it follows it at the same pitch and width in both the source and
-/// the slot: a 4K NV12 frame from NVDEC (luma and chroma back to back) is
-/// one copy, not two. Each copy costs the publisher ~6 µs of CPU in the
-/// driver (docs/benchmarks.md, "The publisher's CPU per frame").
-fn plane_copies(sources: &[(Mem, usize)], layout: &FrameLayout) -> Vec<PlaneCopy> {
+/// the slot, in device memory, within one allocation (`one_allocation(start,
+/// end)` says whether a source range is): a 4K NV12 frame from NVDEC (luma
+/// and chroma back to back) is one copy, not two. Each copy costs the
+/// publisher ~6 µs of CPU in the driver (docs/benchmarks.md, issue 27).
+fn plane_copies(
+    sources: &[(Mem, usize)],
+    layout: &FrameLayout,
+    one_allocation: impl Fn(CUdeviceptr, CUdeviceptr) -> bool,
+) -> Vec<PlaneCopy> {
     let mut copies: Vec<PlaneCopy> = Vec::with_capacity(sources.len());
     for (&(src, src_pitch), plane) in sources.iter().zip(layout.planes()) {
         let next = PlaneCopy {
@@ -301,16 +302,16 @@ fn plane_copies(sources: &[(Mem, usize)], layout: &FrameLayout) -> Vec<PlaneCopy
             row_bytes: plane.row_bytes,
             rows: plane.rows,
         };
-        if let Some(last) = copies.last_mut() {
-            let (last_device, last_at) = address(last.src);
-            let (device, at) = address(src);
-            let follows = device == last_device
-                && last.src_pitch == src_pitch
+        if let (Some(last), Mem::Device(at)) = (copies.last_mut(), src)
+            && let Mem::Device(last_at) = last.src
+        {
+            let follows = last.src_pitch == src_pitch
                 && last.dst_pitch == plane.pitch
                 && last.row_bytes == plane.row_bytes
                 && last_at.checked_add((src_pitch * last.rows) as u64) == Some(at)
                 && last.dst_offset + plane.pitch * last.rows == plane.offset;
-            if follows {
+            let end = at + (src_pitch * (plane.rows - 1) + plane.row_bytes) as u64;
+            if follows && one_allocation(last_at, end) {
                 last.rows += plane.rows;
                 continue;
             }
@@ -466,7 +467,7 @@ mod tests {
         let layout = FrameLayout::aligned(PixelFormat::Nv12, 3840, 2160, 256).unwrap();
         let base = 0x7000_0000u64;
         let sources = [(Mem::Device(base), 3840), (Mem::Device(base + 3840 * 2160), 3840)];
-        let copies = plane_copies(&sources, &layout);
+        let copies = plane_copies(&sources, &layout, |_, _| true);
         assert_eq!(rows_of(&copies), [2160 + 1080]);
         assert_eq!((copies[0].dst_offset, copies[0].row_bytes), (0, 3840));
     }
@@ -477,23 +478,35 @@ mod tests {
         let base = 0x7000_0000u64;
         // 1080p from NVDEC: the pool's frames are 1088 rows high.
         let gap = [(Mem::Device(base), 2048), (Mem::Device(base + 2048 * 1088), 2048)];
-        assert_eq!(rows_of(&plane_copies(&gap, &layout)), [1080, 540]);
+        assert_eq!(rows_of(&plane_copies(&gap, &layout, |_, _| true)), [1080, 540]);
         // Another pitch in the source than in the slot is fine: each side
         // is contiguous at its own pitch.
         let other = [(Mem::Device(base), 1920), (Mem::Device(base + 1920 * 1080), 1920)];
-        assert_eq!(rows_of(&plane_copies(&other, &layout)), [1620]);
+        assert_eq!(rows_of(&plane_copies(&other, &layout, |_, _| true)), [1620]);
         // Chroma at another pitch than luma in the source.
         let pitches = [(Mem::Device(base), 2048), (Mem::Device(base + 2048 * 1080), 4096)];
-        assert_eq!(rows_of(&plane_copies(&pitches, &layout)), [1080, 540]);
+        assert_eq!(rows_of(&plane_copies(&pitches, &layout, |_, _| true)), [1080, 540]);
+        // Back to back in two allocations: two copies (a copy must stay in
+        // one; the driver refuses one that does not).
+        let base_end = base + 2048 * 1080;
+        let apart = [(Mem::Device(base), 2048), (Mem::Device(base_end), 2048)];
+        let one = |start: u64, end: u64| start >= base && end <= base_end;
+        assert_eq!(rows_of(&plane_copies(&apart, &layout, one)), [1080, 540]);
+        // Host memory never merges.
+        let host = [
+            (Mem::Host(base as usize as *const u8), 2048),
+            (Mem::Host((base + 2048 * 1080) as usize as *const u8), 2048),
+        ];
+        assert_eq!(rows_of(&plane_copies(&host, &layout, |_, _| true)), [1080, 540]);
         // Host and device sources never merge.
         let kinds = [
             (Mem::Device(base), 2048),
             (Mem::Host((base + 2048 * 1080) as usize as *const u8), 2048),
         ];
-        assert_eq!(rows_of(&plane_copies(&kinds, &layout)), [1080, 540]);
+        assert_eq!(rows_of(&plane_copies(&kinds, &layout, |_, _| true)), [1080, 540]);
         // Chroma before luma in the source.
         let before = [(Mem::Device(base + 2048 * 540), 2048), (Mem::Device(base), 2048)];
-        assert_eq!(rows_of(&plane_copies(&before, &layout)), [1080, 540]);
+        assert_eq!(rows_of(&plane_copies(&before, &layout, |_, _| true)), [1080, 540]);
     }
 
     #[test]
@@ -508,7 +521,7 @@ mod tests {
             (Mem::Device(base + p[1].offset as u64), p[1].pitch),
             (Mem::Device(base + p[2].offset as u64), p[2].pitch),
         ];
-        let copies = plane_copies(&sources, &layout);
+        let copies = plane_copies(&sources, &layout, |_, _| true);
         assert_eq!(rows_of(&copies), [512, 512]);
         assert_eq!(copies[1].dst_offset, p[1].offset);
     }
