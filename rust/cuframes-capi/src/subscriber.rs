@@ -77,7 +77,10 @@ pub unsafe extern "C" fn cuframes_subscriber_config_init_sized(
 /// (bounded by `connect_timeout_ms`). On success `*subscriber_out` is the
 /// new handle; on failure it is left untouched (`NOT_FOUND`: no publisher
 /// for the key; `TOO_MANY`: the publisher serves 31 subscribers already;
-/// `PROTOCOL`: a version mismatch).
+/// `PROTOCOL`: a version mismatch). After `NOT_FOUND` the library makes the
+/// device's primary CUDA context in the background, for the next try (no
+/// context in `config`, a CUDA driver present; `CUFRAMES_CUDA_WARMUP=0` in
+/// the environment turns it off), and lets go of it once connected.
 ///
 /// # Safety
 ///

@@ -184,6 +184,12 @@ enum Source {
 
 impl Subscriber {
     /// Connects to the publisher of `config.key` and completes the handshake.
+    ///
+    /// NOT_FOUND when there is no publisher yet; a caller that tries again
+    /// is expected, so the library makes the device's primary CUDA context
+    /// meanwhile (when a CUDA driver is there and `config.cuda` names no
+    /// context) and lets go of it once connected. `CUFRAMES_CUDA_WARMUP=0`
+    /// turns that off.
     pub fn connect(config: SubscriberConfig) -> Result<Subscriber> {
         let logger = config.logger.clone();
         crate::log::with_logger(logger.as_ref(), || Self::connect_logged(config))

@@ -485,7 +485,10 @@ mod tests {
         assert_eq!(rows_of(&plane_copies(&other, &layout, |_, _| true)), [1620]);
         // Chroma at another pitch than luma in the source.
         let pitches = [(Mem::Device(base), 2048), (Mem::Device(base + 2048 * 1080), 4096)];
-        assert_eq!(rows_of(&plane_copies(&pitches, &layout, |_, _| true)), [1080, 540]);
+        assert_eq!(
+            rows_of(&plane_copies(&pitches, &layout, |_, _| true)),
+            [1080, 540]
+        );
         // Back to back in two allocations: two copies (a copy must stay in
         // one; the driver refuses one that does not).
         let base_end = base + 2048 * 1080;
