@@ -1302,7 +1302,8 @@ cuframes_status cuframes_subscriber_config_init_sized(struct cuframes_subscriber
  * `PROTOCOL`: a version mismatch). After `NOT_FOUND` the library makes the
  * device's primary CUDA context in the background, for the next try (no
  * context in `config`, a CUDA driver present; `CUFRAMES_CUDA_WARMUP=0` in
- * the environment turns it off), and lets go of it once connected.
+ * the environment turns it off), and lets go of it once connected; while
+ * it is being made, `cuframes_subscriber_warming_up` is true.
  *
  * # Safety
  *
@@ -1312,6 +1313,16 @@ cuframes_status cuframes_subscriber_config_init_sized(struct cuframes_subscriber
  */
 cuframes_status cuframes_subscriber_create(const struct cuframes_subscriber_config *config,
                                            struct cuframes_subscriber **subscriber_out);
+
+/**
+ * Whether this process is still making the CUDA context that a
+ * `cuframes_subscriber_create` which found no publisher began. A caller
+ * that retries until a deadline should not count this time against its
+ * wait for a publisher: on a GPU where many processes start at once the
+ * publisher makes its own context in the same queue of the driver and
+ * cannot appear sooner (48 processes started at once on an H200 had theirs after 9.5 s).
+ */
+bool cuframes_subscriber_warming_up(void);
 
 /**
  * The stream's geometry and settings, as the publisher announced them.

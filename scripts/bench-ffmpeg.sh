@@ -8,6 +8,8 @@
 #   (e) isolated as (b), each process in its own PID, IPC and mount namespaces
 #                with its own /dev/shm, sharing only the runtime directory: two
 #                containers (CUDA slots shared as fds); needs root and unshare
+#   (f) filter   as (b), the second ffmpeg reading through the source filter
+#                (-filter_complex cuframes=key=KEY: no demuxer, no decoder)
 # at 1080p and 4K. Reports, per pipeline, frames/s over the whole run (wall clock
 # from the first process start to the last exit) and CPU time per frame of all its
 # processes together (user + system), the median of REPEAT runs, and the ratios
@@ -19,7 +21,7 @@
 #   FFMPEG=path/to/patched/ffmpeg scripts/bench-ffmpeg.sh [SIZE...]
 #     SIZE: 1080p 4k (default both); env FRAMES (1200), REPEAT (3), OUT (results dir),
 #     MODE cuda (default) or host (software decode, host memory: the CPU variant),
-#     PIPELINES (default "direct cuframes pipe fanout4"; add "isolated" for (e);
+#     PIPELINES (default "direct cuframes pipe fanout4"; add "isolated" for (e), "filter" for (f);
 #     direct is always run, the ratios are to it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -114,16 +116,18 @@ isolate() {
     unshare --pid --ipc --mount --fork --mount-proc --kill-child -- \
         sh -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"' "$@"
 }
-run_cuframes() { # CLIP SUBSCRIBERS [isolate]
-    local clip=$1 n=$2 key="bench-$$-$RANDOM" t0 t1 i pids=() names=(pub.cpu) wrap=()
+run_cuframes() { # CLIP SUBSCRIBERS [isolate|filter]
+    local clip=$1 n=$2 key="bench-$$-$RANDOM" t0 t1 i pids=() names=(pub.cpu) wrap=() src
     [ "${3:-}" = isolate ] && wrap=(isolate)
+    src=(-f cuframes -i "$key")
+    [ "${3:-}" = filter ] && src=(-filter_complex "cuframes=key=$key")
     t0=$(now)
     # shellcheck disable=SC2046
     timed pub "${wrap[@]}" "$ffmpeg" -nostdin -hide_banner -nostats $(decode "$clip") -f cuframes \
         -policy strict_wait -wait_subscribers "$n" "$key" &
     local pub=$!
     for i in $(seq 1 "$n"); do
-        timed "sub$i" "${wrap[@]}" "$ffmpeg" -nostdin -hide_banner -nostats -f cuframes -i "$key" -f null - &
+        timed "sub$i" "${wrap[@]}" "$ffmpeg" -nostdin -hide_banner -nostats "${src[@]}" -f null - &
         pids+=($!)
         names+=("sub$i.cpu")
     done
@@ -156,8 +160,8 @@ pipelines=(direct)
 for p in ${PIPELINES:-cuframes pipe fanout4}; do
     case $p in
     direct) ;;
-    cuframes | pipe | fanout4 | isolated) pipelines+=("$p") ;;
-    *) echo "bench-ffmpeg: unknown pipeline $p (direct cuframes pipe fanout4 isolated)" >&2; exit 2 ;;
+    cuframes | pipe | fanout4 | isolated | filter) pipelines+=("$p") ;;
+    *) echo "bench-ffmpeg: unknown pipeline $p (direct cuframes pipe fanout4 isolated filter)" >&2; exit 2 ;;
     esac
 done
 has() { [[ " ${pipelines[*]} " == *" $1 "* ]]; }
@@ -197,6 +201,7 @@ for size in "${sizes[@]}"; do
                 pipe) line=$(run_pipe "$run_clip" "$dims") ;;
                 fanout4) line=$(run_cuframes "$run_clip" 4) ;;
                 isolated) line=$(run_cuframes "$run_clip" 1 isolate) ;;
+                filter) line=$(run_cuframes "$run_clip" 1 filter) ;;
                 esac
                 read -r wall cpus_s <<<"$line"
                 walls+=("$wall")
@@ -227,6 +232,7 @@ for size in "${sizes[@]}"; do
         pipe) label="(c) $dec -> $pipe_label -> ffmpeg"; procs=2 ;;
         fanout4) label="(d) $dec -> cuframes -> 4 x ffmpeg"; procs=5 ;;
         isolated) label="(e) $dec -> cuframes -> ffmpeg, sibling namespaces"; procs=2 ;;
+        filter) label="(f) $dec -> cuframes -> ffmpeg (source filter)"; procs=2 ;;
         esac
         fr=$(calc "${fps[$pipeline]} / ${fps[direct]}")
         cr=$(calc "${cpu[$pipeline]} / ${cpu[direct]}")

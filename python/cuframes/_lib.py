@@ -204,6 +204,7 @@ _PROTOTYPES = {
     "cuframes_publisher_destroy": (None, [handle]),
     "cuframes_subscriber_config_init_sized": (c_status, [_P(SubscriberConfig), ctypes.c_size_t]),
     "cuframes_subscriber_create": (c_status, [_P(SubscriberConfig), _P(handle)]),
+    "cuframes_subscriber_warming_up": (ctypes.c_bool, []),
     "cuframes_subscriber_get_info": (c_status, [handle, _P(StreamInfo)]),
     "cuframes_subscriber_next": (c_status, [handle, ctypes.c_int32, _P(handle)]),
     "cuframes_subscriber_get_stats": (c_status, [handle, _P(SubscriberStats)]),

@@ -94,7 +94,8 @@ class Subscriber:
 
     ``Subscriber("cam1")`` connects (handshake bounded by
     ``connect_timeout``); with ``wait_publisher=S`` it retries for up to S
-    seconds while no publisher exists yet. Then::
+    seconds while no publisher exists yet, not counting the time this process
+    spends making its CUDA context meanwhile. Then::
 
         with cuframes.Subscriber("cam1", timeout=2.0) as sub:
             for frame in sub:                 # ends on a clean publisher shutdown
@@ -170,9 +171,14 @@ class Subscriber:
         config.cuda_context = context or None
         config.cuda_stream = stream or None
         handle = _lib.handle()
-        deadline = time.monotonic() + max(0.0, float(wait_publisher))
+        wait = max(0.0, float(wait_publisher))
+        deadline = time.monotonic() + wait
         while True:
             status = _lib.lib.cuframes_subscriber_create(ctypes.byref(config), ctypes.byref(handle))
+            if wait and _lib.lib.cuframes_subscriber_warming_up():
+                # Making this process's CUDA context: the publisher, making its
+                # own in the same queue of the driver, cannot come sooner.
+                deadline = time.monotonic() + wait
             if status != ERR_NOT_FOUND or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)

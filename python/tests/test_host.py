@@ -73,6 +73,38 @@ def test_cli_publisher_pattern_verified_in_python(cli, key, fmt):
             proc.wait()
 
 
+def test_wait_publisher_does_not_count_the_cuda_warm_up(cli, key):
+    """wait_publisher does not count the time this process spends making its
+    CUDA context while no publisher is there (a crowded GPU, played by a
+    warm-up stalled for 6 s; without a GPU it then finds no driver): a
+    publisher that comes 2 s later, past the 1 s wait, is still found. The
+    switch is read once per process, so the subscriber is a process of its own."""
+    script = ("import sys, cuframes\n"
+              "with cuframes.Subscriber(sys.argv[1], timeout=10, wait_publisher=1) as sub:\n"
+              "    print(sub.info.width, sub.next().seq)\n")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(cuframes.__file__)))
+    env = dict(os.environ, CUFRAMES_TEST_STALL_AT="cuda-warm-up:6000",
+               PYTHONPATH=os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")])))
+    sub = subprocess.Popen([sys.executable, "-c", script, key], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    proc = None
+    try:
+        time.sleep(2)
+        assert sub.poll() is None, "gave up while making its context: %s" % (sub.communicate()[1],)
+        proc = subprocess.Popen(
+            [cli, "publish", key, "--memory", "host", "--size", "64x48", "--fps", "0", "--frames", "3",
+             "--policy", "strict-wait", "--wait-subscribers", "1", "--quiet"])
+        out, err = sub.communicate(timeout=20)
+        assert sub.returncode == 0, err
+        assert out.split() == ["64", "1"], out
+        assert proc.wait(timeout=10) == 0
+    finally:
+        for p in (sub, proc):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def test_pattern_check_catches_a_wrong_frame(cli, key):
     proc = subprocess.Popen(
         [cli, "publish", key, "--memory", "host", "--size", "64x48", "--fps", "0", "--frames", "2",

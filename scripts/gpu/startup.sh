@@ -8,12 +8,25 @@
 #           approaches, under the call tracer: start-up by phase per role and the
 #           driver calls that took longest (bench-host-phases/summary.md)
 #   job     the whole job without the tracer: N=16 K=2 on the 1200-frame clip,
-#           REPEAT rounds (default 2), order alternated (bench-host-job/)
+#           REPEAT rounds (default 2), order alternated, the subscribers with
+#           FFmpeg's default timeouts (bench-host-job/)
 #   long    the same on the 4800-frame clip, and K=3 on the 1200-frame one
-#   chain   one 4K stream: NVDEC -> null against NVDEC -> cuframes -> null
-#           (scripts/bench-ffmpeg.sh 4k, direct and cuframes)
+#   lean    the job step with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
+#           only (one hardware queue each: all an ffmpeg subscriber uses)
+#   leanmore  the long step with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
+#   crowd   80 streams x 3 consumers (320 processes), cuframes only, default
+#           timeouts, one round (bench-host-crowd/)
+#   crowdlean the same with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
+#   chain   one 4K stream: NVDEC -> null against NVDEC -> cuframes -> null,
+#           through the input device and through the source filter
+#           (scripts/bench-ffmpeg.sh 4k, direct, cuframes and filter)
 #   churn   the driver alone: 48 processes make a context at once and end, with
 #           and without destroying it (scripts/gpu/context-churn.py)
+#   scan    the driver alone, by CUDA_DEVICE_MAX_CONNECTIONS: 32 and 48 processes
+#           with the default; 48 with 1, 2 and 4 queues; 48 of which 32 have 1;
+#           48 setting 1 after cuInit (churn-scan.txt)
+#   memory  the driver alone: GPU memory a context takes, 48 at once, by
+#           connections (default, 1) and stack (default, 0) (churn-memory.txt)
 #   variants  the job step with what a user can set: CUDA_DEVICE_MAX_CONNECTIONS=1,
 #           and CUDA MPS (a private control daemon for these processes only)
 # Needs CUFRAMES_BIN, FFMPEG and CALLS (scripts/gpu/cuda-calls.c built), CUFRAMES_CUPTI.
@@ -23,7 +36,7 @@ cd "$(dirname "$0")/../.."
 : "${FFMPEG:?set FFMPEG to the staged patched ffmpeg}"
 : "${CALLS:?set CALLS to the staged cuda-calls.so}"
 out=${OUT:?set OUT}
-steps=${STEPS:-ring phases job long chain churn variants}
+steps=${STEPS:-ring phases job long lean leanmore crowd crowdlean chain churn scan memory variants}
 repeat=${REPEAT:-2}
 clips=${CLIP_DIR:-$out/clips}
 mkdir -p "$clips"
@@ -85,15 +98,31 @@ if step phases; then
     grep -A40 "^Start-up by phase" "$out/bench-host-phases/summary.md"
 fi
 if step job; then
-    host bench-host-job 40 --streams 16 --consumers 2 --repeat "$repeat"
+    host bench-host-job 40 --streams 16 --consumers 2 --repeat "$repeat" --sub-timeout default
 fi
 if step long; then
-    host bench-host-long 160 --streams 16 --consumers 2 --repeat "$repeat"
-    host bench-host-k3 40 --streams 16 --consumers 3 --repeat "$repeat"
+    host bench-host-long 160 --streams 16 --consumers 2 --repeat "$repeat" --sub-timeout default
+    host bench-host-k3 40 --streams 16 --consumers 3 --repeat "$repeat" --sub-timeout default
+fi
+if step lean; then
+    host bench-host-lean 40 --streams 16 --consumers 2 --repeat "$repeat" --sub-timeout default \
+        --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean
+fi
+if step leanmore; then
+    lean=(--sub-timeout default --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean)
+    host bench-host-long-lean 160 --streams 16 --consumers 2 --repeat "$repeat" "${lean[@]}"
+    host bench-host-k3-lean 40 --streams 16 --consumers 3 --repeat "$repeat" "${lean[@]}"
+fi
+if step crowd; then
+    host bench-host-crowd 40 --streams 80 --consumers 3 --approaches cuframes --sub-timeout default --limit 400
+fi
+if step crowdlean; then
+    host bench-host-crowd-lean 40 --streams 80 --consumers 3 --approaches cuframes --sub-timeout default \
+        --limit 400 --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean
 fi
 if step chain; then
     mkdir -p "$out/chain"
-    FFMPEG=$FFMPEG OUT=$out/chain REPEAT=$repeat PIPELINES=cuframes timeout 580 \
+    FFMPEG=$FFMPEG OUT=$out/chain REPEAT=$repeat PIPELINES="cuframes filter" timeout 580 \
         bash scripts/bench-ffmpeg.sh 4k >"$out/chain.log" 2>&1 || fail chain
     tail -n 20 "$out/chain.log"
 fi
@@ -105,6 +134,25 @@ if step churn; then
         done
     done
     cat "$out/churn.txt"
+fi
+if step scan; then
+    scan() { timeout 150 python3 scripts/gpu/context-churn.py --end exit "$@" >>"$out/churn-scan.txt" 2>&1 ||
+        fail "scan $*"; }
+    scan --processes 32
+    scan --processes 48
+    for c in 1 2 4; do scan --processes 48 --connections $c; done
+    scan --processes 48 --connections 1 --lean 32
+    scan --processes 48 --connections 1 --after-init
+    cat "$out/churn-scan.txt"
+fi
+if step memory; then
+    mem() { timeout 150 python3 scripts/gpu/context-churn.py --processes 48 --end exit "$@" \
+        >>"$out/churn-memory.txt" 2>&1 || fail "memory $*"; }
+    mem
+    mem --stack 0
+    mem --connections 1
+    mem --connections 1 --stack 0
+    cat "$out/churn-memory.txt"
 fi
 if step variants; then
     CUDA_DEVICE_MAX_CONNECTIONS=1 host bench-host-maxconn1 40 --streams 16 --consumers 2 --label maxconn1

@@ -241,7 +241,8 @@ def commands(a, approach, n, k, key_prefix):
                 # The same pixels as a subscriber gets: the publisher hands on NV12.
                 chain = "format=nv12" + ("," + chain if chain else "")
             if approach == "cuframes":
-                src = ["-f", "cuframes", "-timeout", "30"] + a.sub_options.split() + ["-i", key]
+                wait = [] if a.sub_timeout == "default" else ["-timeout", a.sub_timeout]
+                src = ["-f", "cuframes"] + wait + a.sub_options.split() + ["-i", key]
             else:
                 src = decode
             sink = ["-f", "framemd5", md5_path(a.verify_dir, approach, s, c)] if a.verify else ["-f", "null", "-"]
@@ -370,7 +371,8 @@ def run_once(a, approach, n, k, rep):
     plan = commands(a, approach, n, k, key_prefix)
     dmon = gpu_sampler(workdir)
     t0 = time.monotonic()
-    procs = [Proc(role, s, c, argv, workdir, env) for role, s, c, argv in plan]
+    sub_env = dict(env, **dict(v.split("=", 1) for v in a.sub_env))
+    procs = [Proc(role, s, c, argv, workdir, sub_env if role == "sub" else env) for role, s, c, argv in plan]
     started = time.monotonic()
     mem_samples = []
     deadline = t0 + a.limit
@@ -698,6 +700,11 @@ def main():
                          "compiled by the driver in the first process that loads them)")
     ap.add_argument("--sub-options", default="", help="extra input options of cuframes subscribers (e.g. '-copy always')")
     ap.add_argument("--pub-options", default="", help="extra options of cuframes publishers (e.g. '-ring_size 8')")
+    ap.add_argument("--sub-timeout", default="30",
+                    help="the subscribers' -timeout ('default': not given, FFmpeg's default of 5 s)")
+    ap.add_argument("--sub-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="an environment variable for cuframes subscribers only (repeatable), e.g. "
+                         "CUDA_DEVICE_MAX_CONNECTIONS=1")
     ap.add_argument("--consumer-order", default=",".join(ORDER),
                     help="which consumers stream k gets, in order (K takes the first K); e.g. 'hold' alone "
                          "with --approaches direct --consumers 1 measures that consumer's own scaling")
@@ -724,6 +731,9 @@ def main():
     if a.verify and (a.memory != "host" or a.steady or a.capacity or a.approaches != "cuframes,direct"):
         ap.error("--verify compares host-memory runs of both approaches that end with the clip "
                  "(--memory host, no --steady, no --capacity, --approaches cuframes,direct)")
+    bad = [v for v in a.sub_env if "=" not in v or not v.split("=", 1)[0]]
+    if bad:
+        ap.error("--sub-env takes VAR=VALUE, not %s" % ", ".join(bad))
     if a.calls and not os.path.exists(a.calls):
         ap.error("--calls %s: no such file (build scripts/gpu/cuda-calls.c with cc -shared -fPIC ... -ldl)" % a.calls)
     a.verify_dir = os.path.join(a.out, "frames")

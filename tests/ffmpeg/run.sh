@@ -520,6 +520,39 @@ test_slow_start() {
     result "slow start: 1.5 s stall, ACK timeout 200 ms" $ok "($((SECONDS - t)) s)"
 }
 
+# While a subscriber makes its CUDA context (libcuframes begins it at the first miss;
+# a crowded GPU is played by a 6 s stall of that warm-up, which on a machine without
+# a driver then ends), its wait for a publisher does not count: -timeout 1 and a
+# publisher 2 s later still connects, frame-exact. With the warm-up off, the same
+# wait gives up at 1 s.
+test_warm_wait() {
+    local d="$WORK/warmwait" n=30 t=$SECONDS ok=1
+    mkdir -p "$d"
+    newkey
+    if CUFRAMES_CUDA_WARMUP=0 CUFRAMES_TEST_STALL_AT=cuda-warm-up:6000 \
+        ff 20 -f cuframes -timeout 1 -i "$KEY" -f null - 2>"$d/off.err"; then
+        echo "  with the warm-up off, -timeout 1 did not give up"
+        ok=0
+    fi
+    grep -qF "Cannot subscribe to '$KEY' (no publisher within 1 s)" "$d/off.err" ||
+        { echo "  with the warm-up off: no 'no publisher within 1 s'"; ok=0; }
+    ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    CUFRAMES_TEST_STALL_AT=cuda-warm-up:6000 bg 60 /dev/null "$d/sub.err" -xerror \
+        -f cuframes -timeout 1 -i "$KEY" -f framemd5 "$d/sub.md5"
+    local sub=$BGPID
+    sleep 2
+    kill -0 "$sub" 2>/dev/null || { echo "  the subscriber gave up while making its context"; ok=0; }
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+    local pub=$BGPID
+    waitrc $sub || { echo "  subscriber failed"; ok=0; }
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    same_frames "subscriber" "$d/ref.md5" "$d/sub.md5" $n || ok=0
+    [ $ok = 1 ] || show "$d/off.err" "$d/pub.err" "$d/sub.err"
+    result "the wait for a publisher leaves out the CUDA warm-up: -timeout 1, publisher 2 s later" $ok \
+        "($((SECONDS - t)) s)"
+}
+
 # held FILTER NAME: a subscriber whose graph holds many frames (reverse: all
 # of them; tmix: 8) under strict_wait with a ring of 4 gets exactly what the
 # same graph makes of a direct decode, and the publisher never stalls.
@@ -1201,6 +1234,7 @@ selected cuda && test_cuda_memory
 selected errors && test_errors
 selected durations && test_durations
 selected slowstart && test_slow_start
+selected warmwait && test_warm_wait
 selected held && {
     held reverse reverse
     held tmix=frames=8 tmix

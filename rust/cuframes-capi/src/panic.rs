@@ -7,6 +7,7 @@
 //! - calls that return a `cuframes_status`: `CUFRAMES_ERR_INTERNAL` (the default);
 //! - `cuframes_version`, `cuframes_strerror`, `cuframes_last_error`: a static string;
 //! - `cuframes_protocol_version`, `cuframes_publisher_subscriber_count`: 0;
+//! - `cuframes_subscriber_warming_up`: false;
 //! - `void` calls (`_destroy`): nothing.
 //!
 //! A handle whose call panicked may be left in an inconsistent state; it is

@@ -416,7 +416,7 @@ pub struct SubscribeArgs {
     pub timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "timeout")]
     pub timeout_ms: Option<u64>,
-    /// How long to wait for a publisher of KEY to appear (0: fail at once when there is none).
+    /// How long to wait for a publisher of KEY to appear, not counting the time this process spends making its CUDA context meanwhile (0: fail at once when there is none).
     #[arg(long, default_value = "0s", value_name = "DURATION")]
     pub wait_timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "wait_timeout")]

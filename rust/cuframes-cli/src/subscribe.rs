@@ -14,12 +14,17 @@ use crate::args::{SubscribeArgs, legacy_ms};
 use crate::report::percentile;
 
 /// Connects, retrying while no publisher is there (or one is still
-/// starting) until `wait` has passed.
+/// starting) until `wait` has passed, not counting the time this process
+/// spends making its CUDA context meanwhile (`Subscriber::warming_up`).
 fn connect_waiting(config: SubscriberConfig, wait: Duration) -> Result<Subscriber> {
-    let deadline = Instant::now() + wait;
+    let mut deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(10);
     loop {
-        match Subscriber::connect(config.clone()) {
+        let result = Subscriber::connect(config.clone());
+        if Subscriber::warming_up() {
+            deadline = Instant::now() + wait;
+        }
+        match result {
             Err(e)
                 if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Disconnected)
                     && Instant::now() + pause < deadline =>

@@ -185,3 +185,57 @@ fn pts_follow_the_documented_formula() {
         publisher.wait(EXIT_LIMIT).assert_success();
     }
 }
+
+/// `subscribe --wait-timeout` does not count the time the subscriber spends
+/// making its CUDA context while no publisher is there (a crowded GPU,
+/// played by a warm-up stalled for 6 s; without a GPU the warm-up then finds
+/// no driver and ends): a publisher that comes 2 s later, past the 1 s wait,
+/// is still found. With the warm-up off, the same wait fails at 1 s.
+#[test]
+fn wait_for_a_publisher_does_not_count_the_cuda_warm_up() {
+    use std::time::{Duration, Instant};
+    let env = TestEnv::new();
+    let key = env.key("rt-warm");
+    let subscribe = |vars: &[(&str, &str)]| {
+        let mut cmd = env.command(&[
+            "subscribe",
+            &key,
+            "--json",
+            "--verify",
+            "--frames",
+            "30",
+            "--wait-timeout",
+            "1s",
+        ]);
+        cmd.envs(vars.iter().copied());
+        common::Proc::spawn(&format!("subscribe {key}"), cmd)
+    };
+
+    let started = Instant::now();
+    let off = subscribe(&[
+        ("CUFRAMES_TEST_STALL_AT", "cuda-warm-up:6000"),
+        ("CUFRAMES_CUDA_WARMUP", "0"),
+    ])
+    .wait(EXIT_LIMIT);
+    off.assert_error(&["no publisher"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "failed after {:?}: {off}",
+        started.elapsed()
+    );
+
+    let mut waiting = subscribe(&[("CUFRAMES_TEST_STALL_AT", "cuda-warm-up:6000")]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        waiting.is_running(),
+        "gave up while making its context: {}",
+        waiting.wait(EXIT_LIMIT)
+    );
+    let publisher = env.start_publisher(
+        &key,
+        "--size 64x48 --fps 0 --frames 30 --policy strict-wait --wait-subscribers 1",
+    );
+    let summary = waiting.wait(EXIT_LIMIT).assert_success().json();
+    assert_all_verified(&summary, 1, 30);
+    publisher.wait(EXIT_LIMIT).assert_success();
+}

@@ -23,7 +23,9 @@
 //! `CUFRAMES_TEST_STALL_AT=<point>:<ms>` makes the process sleep that long
 //! each time it reaches `<point>` instead: `sub-connected` (the end of
 //! `Subscriber::connect`) then plays a consumer that is slow to start (its
-//! first frames published meanwhile).
+//! first frames published meanwhile); `cuda-warm-up` (the start of the CUDA
+//! context a subscriber makes while no publisher is there) plays a crowded
+//! GPU, where that context takes long to make.
 //!
 //! `CUFRAMES_TEST_NO_STREAM_MEMOPS=1` makes a CUDA publisher in fd mode act as
 //! on a GPU whose stream memory operations fail (D28): no fence array, a

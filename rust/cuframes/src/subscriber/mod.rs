@@ -195,6 +195,16 @@ impl Subscriber {
         crate::log::with_logger(logger.as_ref(), || Self::connect_logged(config))
     }
 
+    /// Whether this process is still making the CUDA context that a
+    /// `connect` which found no publisher began. A caller that retries until
+    /// a deadline should not count this time against its wait for a
+    /// publisher: on a GPU where many processes start at once the publisher
+    /// makes its own context in the same queue of the driver and cannot
+    /// appear sooner (48 processes started at once on an H200 had theirs after 9.5 s).
+    pub fn warming_up() -> bool {
+        crate::memory::cuda::warm::warming_up()
+    }
+
     fn connect_logged(config: SubscriberConfig) -> Result<Subscriber> {
         crate::testhook::announce();
         let reader = match handshake::connect(&config) {
