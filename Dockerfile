@@ -69,6 +69,12 @@ RUN ! ldd /opt/ffmpeg/bin/ffmpeg /opt/cuframes/bin/cuframes | grep 'not found' \
 # mode, so a publisher of any uid can create its socket, and who may subscribe is its
 # own choice (0600 by default, 0660 with `-group`). docs/containers.md has the rest.
 RUN install -d -m 1777 /run/cuframes
+# One hardware queue per CUDA context (the driver's default is 8): FFmpeg's CUDA work runs
+# on one stream per device, and a context with one queue takes about a quarter as long
+# to make and far less GPU memory, so a GPU holds hundreds of such processes and a crowd
+# of them starts in seconds (docs/benchmarks.md, "Start-up and the whole job"). Set it
+# higher (-e CUDA_DEVICE_MAX_CONNECTIONS=8) for a program whose streams must overlap.
+ENV CUDA_DEVICE_MAX_CONNECTIONS=1
 ENV PATH=/opt/ffmpeg/bin:/opt/cuframes/bin:${PATH} \
     LD_LIBRARY_PATH=/opt/cuframes/lib \
     NVIDIA_VISIBLE_DEVICES=all \

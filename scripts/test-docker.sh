@@ -55,7 +55,7 @@ CHECK_BUILD="image build (Dockerfile, stand-in bases)"
 CHECK_FRAMES="a. publisher + 2 subscriber containers: frames exact"
 CHECK_RESTART="b. publisher killed, restarted: subscribers follow"
 CHECK_ISOLATED="c. subscriber without the volume: clear error"
-CHECK_LABELS="image labels and licence texts"
+CHECK_LABELS="image labels, licence texts and environment"
 CHECK_DEB_INSTALL="d. the .debs installed in a clean container"
 CHECK_DEB_CLI="e. publish | subscribe --verify from the .deb"
 CHECK_DEB_C="f. C tests built with pkg-config cuframes"
@@ -410,7 +410,12 @@ check_labels() {
     docker run --rm --network none "$IMAGE" sh -c \
         'test -s /opt/cuframes/share/doc/cuframes/LICENSE-MIT && test -s /opt/cuframes/share/doc/cuframes/LICENSE-APACHE && test -s /usr/share/common-licenses/GPL-2' ||
         { echo "  the licence texts are not in the image"; ok=0; }
-    result "$CHECK_LABELS" $ok "($licenses)"
+    # One hardware queue per CUDA context unless the user asks for more (the Dockerfile
+    # says why).
+    local queues
+    queues=$(docker run --rm --network none "$IMAGE" sh -c 'echo "$CUDA_DEVICE_MAX_CONNECTIONS"')
+    [ "$queues" = 1 ] || { echo "  CUDA_DEVICE_MAX_CONNECTIONS in a container is '$queues', want 1"; ok=0; }
+    result "$CHECK_LABELS" $ok "($licenses; CUDA_DEVICE_MAX_CONNECTIONS=1)"
 }
 
 # The script check_debs runs in the packages' container for its C check.
