@@ -25,7 +25,9 @@ use super::driver::{self, Context};
 pub const WARMUP_ENV: &str = "CUFRAMES_CUDA_WARMUP";
 
 /// A value made once on a background thread and dropped when released,
-/// whether it was made by then or not.
+/// whether it was made by then or not. When it cannot be made (no driver,
+/// no memory), it is not tried again: every later wait would start a thread
+/// that fails, and callers that wait while one runs would never time out.
 pub(crate) struct Warm<T: Send + 'static> {
     state: Arc<Mutex<State<T>>>,
 }
@@ -34,6 +36,7 @@ enum State<T> {
     Idle,
     Making { wanted: bool },
     Made(T),
+    Failed,
 }
 
 impl<T: Send + 'static> Warm<T> {
@@ -57,7 +60,7 @@ impl<T: Send + 'static> Warm<T> {
                 *wanted = true;
                 return false;
             }
-            State::Made(_) => return false,
+            State::Made(_) | State::Failed => return false,
         }
         *state = State::Making { wanted: true };
         drop(state);
@@ -69,6 +72,7 @@ impl<T: Send + 'static> Warm<T> {
                 let mut state = Self::lock(&shared);
                 match (&*state, made) {
                     (State::Making { wanted: true }, Some(value)) => *state = State::Made(value),
+                    (_, None) => *state = State::Failed,
                     (_, unwanted) => {
                         *state = State::Idle;
                         drop(state);
@@ -89,6 +93,7 @@ impl<T: Send + 'static> Warm<T> {
         let mut state = Self::lock(&self.state);
         match std::mem::replace(&mut *state, State::Idle) {
             State::Idle => {}
+            State::Failed => *state = State::Failed,
             State::Making { .. } => *state = State::Making { wanted: false },
             State::Made(value) => {
                 drop(state);
@@ -239,11 +244,16 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 0);
     }
 
+    /// Not made (no driver): never tried again, and not waited on.
     #[test]
-    fn nothing_made_leaves_it_idle() {
+    fn nothing_made_is_not_tried_again() {
         let warm: Warm<Token> = Warm::new();
         assert!(warm.start(|| None));
-        eventually("idle", || matches!(*Warm::lock(&warm.state), State::Idle));
+        eventually("failed", || matches!(*Warm::lock(&warm.state), State::Failed));
+        assert!(!warm.is_making());
+        assert!(!warm.start(|| panic!("tried again")));
         warm.release();
+        assert!(!warm.start(|| panic!("tried again after a release")));
+        assert!(!warm.is_making());
     }
 }
