@@ -13,7 +13,8 @@
 #   long    the same on the 4800-frame clip, and K=3 on the 1200-frame one
 #   lean    the job step with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
 #           only (one hardware queue each: all an ffmpeg subscriber uses)
-#   leanmore  the long step with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
+#   leanlong  the 4800-frame clip with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
+#   leank3  K=3 on the 1200-frame clip, the same
 #   crowd   80 streams x 3 consumers (320 processes), cuframes only, default
 #           timeouts, one round (bench-host-crowd/)
 #   crowdlean the same with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
@@ -36,7 +37,7 @@ cd "$(dirname "$0")/../.."
 : "${FFMPEG:?set FFMPEG to the staged patched ffmpeg}"
 : "${CALLS:?set CALLS to the staged cuda-calls.so}"
 out=${OUT:?set OUT}
-steps=${STEPS:-ring phases job long lean leanmore crowd crowdlean chain churn scan memory variants}
+steps=${STEPS:-ring phases job long lean leanlong leank3 crowd crowdlean chain churn scan memory variants}
 repeat=${REPEAT:-2}
 clips=${CLIP_DIR:-$out/clips}
 mkdir -p "$clips"
@@ -108,9 +109,11 @@ if step lean; then
     host bench-host-lean 40 --streams 16 --consumers 2 --repeat "$repeat" --sub-timeout default \
         --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean
 fi
-if step leanmore; then
-    lean=(--sub-timeout default --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean)
+lean=(--sub-timeout default --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean)
+if step leanlong; then
     host bench-host-long-lean 160 --streams 16 --consumers 2 --repeat "$repeat" "${lean[@]}"
+fi
+if step leank3; then
     host bench-host-k3-lean 40 --streams 16 --consumers 3 --repeat "$repeat" "${lean[@]}"
 fi
 if step crowd; then
