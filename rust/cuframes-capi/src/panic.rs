@@ -170,6 +170,6 @@ mod tests {
                 exports += 1;
             }
         }
-        assert_eq!(exports, 35, "the C API has 35 functions (include/cuframes.h)");
+        assert_eq!(exports, 36, "the C API has 36 functions (include/cuframes.h)");
     }
 }
