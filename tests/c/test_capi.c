@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "fixture.h"
 
@@ -611,6 +612,32 @@ static int test_acquire_commit_in_place(void) {
 
 /* ---- keys and peers ----------------------------------------------------- */
 
+/* Making the CUDA context ahead of a subscription: a bad config is refused; a
+ * good one starts it (here, without a driver, the attempt ends at once), and
+ * warming_up turns false once it is over, also when it failed (a failed attempt
+ * is not made again, so a caller that waits while it runs is not held forever). */
+static int test_warm_up(void) {
+    char key[64];
+    cuframes_subscriber_config sconfig;
+    unique_key(key, sizeof key, "warm");
+    subscriber_config(&sconfig, key);
+    CHECK_STATUS(cuframes_subscriber_warm_up(NULL), CUFRAMES_ERR_INVALID_ARGUMENT);
+    sconfig.mode = 9;
+    CHECK_STATUS(cuframes_subscriber_warm_up(&sconfig), CUFRAMES_ERR_INVALID_ARGUMENT);
+    sconfig.mode = CUFRAMES_MODE_SEQUENTIAL;
+    for (int round = 0; round < 2; round++) {
+        CHECK_STATUS(cuframes_subscriber_warm_up(&sconfig), CUFRAMES_OK);
+        int waited_ms = 0;
+        while (cuframes_subscriber_warming_up() && waited_ms < 30000) {
+            struct timespec pause = {0, 10 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            waited_ms += 10;
+        }
+        CHECK(!cuframes_subscriber_warming_up());
+    }
+    return 0;
+}
+
 static int test_missing_key_is_not_found(void) {
     char key[64];
     cuframes_subscriber_config sconfig;
@@ -1207,6 +1234,7 @@ int main(int argc, char **argv) {
         {"publish_argument_errors", test_publish_argument_errors},
         {"acquire_commit_in_place", test_acquire_commit_in_place},
         {"missing_key_is_not_found", test_missing_key_is_not_found},
+        {"warm_up", test_warm_up},
         {"publisher_destroy_disconnects", test_publisher_destroy_disconnects},
         {"second_publisher_already_exists", test_second_publisher_already_exists},
         {"32nd_subscriber_is_too_many", test_32nd_subscriber_is_too_many},

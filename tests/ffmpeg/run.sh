@@ -522,35 +522,48 @@ test_slow_start() {
 
 # While a subscriber makes its CUDA context (libcuframes begins it at the first miss;
 # a crowded GPU is played by a 6 s stall of that warm-up, which on a machine without
-# a driver then ends), its wait for a publisher does not count: -timeout 1 and a
-# publisher 2 s later still connects, frame-exact. With the warm-up off, the same
-# wait gives up at 1 s.
+# a driver then ends), its wait for a publisher does not count: with a 1 s timeout,
+# the input device and the source filter (which looks the key up first) both still
+# find a publisher that comes 2 s later, frame-exact. With the warm-up off, the same
+# waits give up at 1 s.
 test_warm_wait() {
-    local d="$WORK/warmwait" n=30 t=$SECONDS ok=1
+    local d="$WORK/warmwait" n=30 t=$SECONDS ok=1 name
     mkdir -p "$d"
     newkey
-    if CUFRAMES_CUDA_WARMUP=0 CUFRAMES_TEST_STALL_AT=cuda-warm-up:6000 \
-        ff 20 -f cuframes -timeout 1 -i "$KEY" -f null - 2>"$d/off.err"; then
-        echo "  with the warm-up off, -timeout 1 did not give up"
-        ok=0
-    fi
-    grep -qF "Cannot subscribe to '$KEY' (no publisher within 1 s)" "$d/off.err" ||
-        { echo "  with the warm-up off: no 'no publisher within 1 s'"; ok=0; }
+    local -A src=([dev]="-f cuframes -timeout 1 -i $KEY" [filter]="-filter_complex cuframes=key=$KEY:timeout=1")
+    for name in dev filter; do
+        # shellcheck disable=SC2086 # the source's words
+        if CUFRAMES_CUDA_WARMUP=0 CUFRAMES_TEST_STALL_AT=cuda-warm-up:6000 \
+            ff 20 ${src[$name]} -f null - 2>"$d/off-$name.err"; then
+            echo "  $name: with the warm-up off, a 1 s timeout did not give up"
+            ok=0
+        fi
+        grep -qF "Cannot subscribe to '$KEY' (no publisher within 1 s)" "$d/off-$name.err" ||
+            { echo "  $name: with the warm-up off, no 'no publisher within 1 s'"; ok=0; }
+    done
     ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
-    CUFRAMES_TEST_STALL_AT=cuda-warm-up:6000 bg 60 /dev/null "$d/sub.err" -xerror \
-        -f cuframes -timeout 1 -i "$KEY" -f framemd5 "$d/sub.md5"
-    local sub=$BGPID
+    local pids=()
+    for name in dev filter; do
+        # shellcheck disable=SC2086
+        CUFRAMES_TEST_STALL_AT=cuda-warm-up:6000 bg 60 /dev/null "$d/$name.err" -xerror \
+            ${src[$name]} -f framemd5 "$d/$name.md5"
+        pids+=("$BGPID")
+    done
     sleep 2
-    kill -0 "$sub" 2>/dev/null || { echo "  the subscriber gave up while making its context"; ok=0; }
+    for name in 0 1; do
+        kill -0 "${pids[$name]}" 2>/dev/null || { echo "  subscriber $name gave up while making its context"; ok=0; }
+    done
     bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
-        -f cuframes -policy strict_wait -wait_subscribers 1 "$KEY"
+        -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
     local pub=$BGPID
-    waitrc $sub || { echo "  subscriber failed"; ok=0; }
+    waitrc "${pids[0]}" || { echo "  the input device failed"; ok=0; }
+    waitrc "${pids[1]}" || { echo "  the source filter failed"; ok=0; }
     waitrc $pub || { echo "  publisher failed"; ok=0; }
-    same_frames "subscriber" "$d/ref.md5" "$d/sub.md5" $n || ok=0
-    [ $ok = 1 ] || show "$d/off.err" "$d/pub.err" "$d/sub.err"
-    result "the wait for a publisher leaves out the CUDA warm-up: -timeout 1, publisher 2 s later" $ok \
-        "($((SECONDS - t)) s)"
+    same_frames "input device" "$d/ref.md5" "$d/dev.md5" $n || ok=0
+    same_frames "source filter" "$d/ref.md5" "$d/filter.md5" $n || ok=0
+    [ $ok = 1 ] || show "$d/off-dev.err" "$d/off-filter.err" "$d/pub.err" "$d/dev.err" "$d/filter.err"
+    result "the wait for a publisher leaves out the CUDA warm-up: timeout 1 s, publisher 2 s later" $ok \
+        "(input device and source filter, $((SECONDS - t)) s)"
 }
 
 # held FILTER NAME: a subscriber whose graph holds many frames (reverse: all

@@ -110,8 +110,37 @@ pub unsafe extern "C" fn cuframes_subscriber_create(
     })
 }
 
+/// Starts making, in the background, the CUDA context a subscriber with
+/// `config` would map CUDA frames in (the device's primary context), as
+/// `cuframes_subscriber_create` does when it finds no publisher: for a caller
+/// that waits for a publisher without subscribing yet (one that looks the key
+/// up first). Nothing happens when `config->cuda_context` is set, without a
+/// CUDA driver, or with `CUFRAMES_CUDA_WARMUP=0`; the next successful
+/// `cuframes_subscriber_create` lets go of it. `INVALID_ARGUMENT` for a NULL
+/// or malformed config.
+///
+/// # Safety
+///
+/// `config` is NULL or points to a valid `cuframes_subscriber_config` of
+/// `struct_size` bytes whose strings are NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuframes_subscriber_warm_up(
+    config: *const cuframes_subscriber_config,
+) -> cuframes_status {
+    ffi_boundary!("cuframes_subscriber_warm_up", {
+        // SAFETY: NULL or a valid config of struct_size bytes (contract).
+        let config =
+            try_c!(unsafe { sized::read_in(config, "config", cuframes_subscriber_config::initial()) });
+        // SAFETY: the config's strings are NULL or NUL-terminated (contract).
+        let rust = try_c!(unsafe { config.checked() });
+        Subscriber::warm_up(&rust);
+        CUFRAMES_OK
+    })
+}
+
 /// Whether this process is still making the CUDA context that a
-/// `cuframes_subscriber_create` which found no publisher began. A caller
+/// `cuframes_subscriber_create` which found no publisher (or
+/// `cuframes_subscriber_warm_up`) began. A caller
 /// that retries until a deadline should not count this time against its
 /// wait for a publisher: on a GPU where many processes start at once the
 /// publisher makes its own context in the same queue of the driver and

@@ -205,6 +205,20 @@ impl Subscriber {
         crate::memory::cuda::warm::warming_up()
     }
 
+    /// Starts making, in the background, the CUDA context a subscriber with
+    /// this config would map CUDA frames in (the device's primary context),
+    /// as `connect` does when it finds no publisher: for a caller that waits
+    /// for a publisher without connecting yet (one that looks the key up
+    /// first). Nothing happens when `config.cuda` names a context, without a
+    /// CUDA driver, or with `CUFRAMES_CUDA_WARMUP=0`; the next successful
+    /// `connect` lets go of it.
+    pub fn warm_up(config: &SubscriberConfig) {
+        crate::testhook::announce();
+        if config.cuda.is_none() {
+            crate::memory::cuda::warm::start_while_waiting(config.cuda_device);
+        }
+    }
+
     fn connect_logged(config: SubscriberConfig) -> Result<Subscriber> {
         crate::testhook::announce();
         let reader = match handshake::connect(&config) {
@@ -212,8 +226,8 @@ impl Subscriber {
             Err(e) => {
                 // No publisher yet: make the CUDA context while waiting for
                 // one (the caller tries again), not after it came (issue 27).
-                if e.kind() == ErrorKind::NotFound && config.cuda.is_none() {
-                    crate::memory::cuda::warm::start_while_waiting(config.cuda_device);
+                if e.kind() == ErrorKind::NotFound {
+                    Self::warm_up(&config);
                 }
                 return Err(e);
             }
