@@ -105,11 +105,11 @@ if step long; then
     host bench-host-long 160 --streams 16 --consumers 2 --repeat "$repeat" --sub-timeout default
     host bench-host-k3 40 --streams 16 --consumers 3 --repeat "$repeat" --sub-timeout default
 fi
-if step lean; then
-    host bench-host-lean 40 --streams 16 --consumers 2 --repeat "$repeat" --sub-timeout default \
-        --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean
-fi
+# One hardware queue in the subscribers only, FFmpeg's default timeouts.
 lean=(--sub-timeout default --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean)
+if step lean; then
+    host bench-host-lean 40 --streams 16 --consumers 2 --repeat "$repeat" "${lean[@]}"
+fi
 if step leanlong; then
     host bench-host-long-lean 160 --streams 16 --consumers 2 --repeat "$repeat" "${lean[@]}"
 fi
@@ -120,8 +120,7 @@ if step crowd; then
     host bench-host-crowd 40 --streams 80 --consumers 3 --approaches cuframes --sub-timeout default --limit 400
 fi
 if step crowdlean; then
-    host bench-host-crowd-lean 40 --streams 80 --consumers 3 --approaches cuframes --sub-timeout default \
-        --limit 400 --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean
+    host bench-host-crowd-lean 40 --streams 80 --consumers 3 --approaches cuframes --limit 400 "${lean[@]}"
 fi
 if step chain; then
     mkdir -p "$out/chain"

@@ -91,9 +91,11 @@ impl<T: Send + 'static> Warm<T> {
     /// it is made otherwise.
     pub(crate) fn release(&self) {
         let mut state = Self::lock(&self.state);
+        if matches!(*state, State::Failed) {
+            return; // stays failed: never tried again
+        }
         match std::mem::replace(&mut *state, State::Idle) {
-            State::Idle => {}
-            State::Failed => *state = State::Failed,
+            State::Idle | State::Failed => {}
             State::Making { .. } => *state = State::Making { wanted: false },
             State::Made(value) => {
                 drop(state);
