@@ -158,6 +158,43 @@ test_reconnect() {
 }
 selected reconnect && test_reconnect
 
+# Subscribers started before their publisher make their CUDA context while they wait,
+# and that time does not count against their timeout (the input device and the source
+# filter, `-timeout 1`, the warm-up held 3 s longer, the NVDEC publisher 2 s later);
+# the warmed context then imports the CUDA slots, frame-exact.
+test_warm_wait() {
+    local d="$WORK/warmwait" t=$SECONDS ok=1 name
+    mkdir -p "$d"
+    newkey
+    ff 120 -i "$CLIP" -pix_fmt nv12 -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err"
+    local -A src=([dev]="-f cuframes -timeout 1 -i $KEY" [filter]="-filter_complex cuframes=key=$KEY:timeout=1")
+    local pids=()
+    for name in dev filter; do
+        # shellcheck disable=SC2086 # the source's words
+        CUFRAMES_TEST_STALL_AT=cuda-warm-up:3000 bg 120 "$d/$name.md5" "$d/$name.err" \
+            -loglevel debug ${src[$name]} -vf "$DOWN" -f framemd5 -
+        pids+=("$BGPID")
+    done
+    sleep 2
+    for name in 0 1; do
+        kill -0 "${pids[$name]}" 2>/dev/null || { echo "  subscriber $name gave up while making its context"; ok=0; }
+    done
+    bg 120 /dev/null "$d/pub.err" "${NVDEC[@]}" -f cuframes -policy strict_wait -wait_subscribers 2 "$KEY"
+    local p=$BGPID
+    waitrc "${pids[0]}" || { echo "  the input device failed"; ok=0; }
+    waitrc "${pids[1]}" || { echo "  the source filter failed"; ok=0; }
+    waitrc $p || { echo "  publisher failed"; ok=0; }
+    same_frames "input device" "$d/ref.md5" "$d/dev.md5" 300 || ok=0
+    same_frames "source filter" "$d/ref.md5" "$d/filter.md5" 300 || ok=0
+    # The filter's frames went through hwdownload, which takes CUDA frames only.
+    grep -q 'CUDA 0x[0-9a-f]*, the shared slot' "$d/dev.err" ||
+        { echo "  input device: no CUDA frames from the shared slots"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/dev.err" "$d/filter.err"
+    result "subscribers first: the CUDA warm-up is left out of the timeout, then the slots import" $ok \
+        "(input device and source filter, $((SECONDS - t)) s)"
+}
+selected warmwait && test_warm_wait
+
 # Containers (issue 13) are namespaces: each process below runs in its own PID,
 # IPC and mount namespaces with its own tmpfs on /dev/shm, sharing only the
 # runtime directory with the others, as containers that share one volume.
