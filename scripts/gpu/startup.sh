@@ -4,6 +4,8 @@
 #   ring    `cuframes bench --memory cuda`, 4K NV12, ring 8: 1 and 8 subscribers,
 #           then 1 subscriber under the call tracer: the publisher's driver calls
 #           per frame (ring-calls.txt)
+#   copycost  the driver alone: the CPU a 4K frame's copy call costs, 2D against 1D and
+#           others (scripts/gpu/copy-call-cost.py, copy-call-cost.txt)
 #   phases  scripts/bench-host.sh N=16 K=2 on a 1200-frame 1080p clip, both
 #           approaches, under the call tracer: start-up by phase per role and the
 #           driver calls that took longest (bench-host-phases/summary.md)
@@ -13,6 +15,7 @@
 #   long    the same on the 4800-frame clip, and K=3 on the 1200-frame one
 #   lean    the job step with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
 #           only (one hardware queue each: all an ffmpeg subscriber uses)
+#   phaseslean  the phases step with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers only
 #   leanlong  the 4800-frame clip with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
 #   leank3  K=3 on the 1200-frame clip, the same
 #   crowd   80 streams x 3 consumers (320 processes), cuframes only, default
@@ -37,7 +40,7 @@ cd "$(dirname "$0")/../.."
 : "${FFMPEG:?set FFMPEG to the staged patched ffmpeg}"
 : "${CALLS:?set CALLS to the staged cuda-calls.so}"
 out=${OUT:?set OUT}
-steps=${STEPS:-ring phases job long lean leanlong leank3 crowd crowdlean chain churn scan memory variants}
+steps=${STEPS:-ring copycost phases job long phaseslean lean leanlong leank3 crowd crowdlean chain churn scan memory variants}
 repeat=${REPEAT:-2}
 clips=${CLIP_DIR:-$out/clips}
 mkdir -p "$clips"
@@ -83,6 +86,10 @@ if step ring; then
     calls_table "$out/ring-calls" 60000 >"$out/ring-calls.txt"
     head -n 50 "$out/ring-calls.txt"
 fi
+if step copycost; then
+    timeout 300 python3 scripts/gpu/copy-call-cost.py >"$out/copy-call-cost.txt" 2>&1 || fail "copy call cost"
+    cat "$out/copy-call-cost.txt"
+fi
 
 host() { # NAME SECONDS ARGS...: scripts/bench-host.sh into $out/NAME
     local name=$1 seconds=$2
@@ -107,6 +114,10 @@ if step long; then
 fi
 # One hardware queue in the subscribers only, FFmpeg's default timeouts.
 lean=(--sub-timeout default --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1 --label lean)
+if step phaseslean; then
+    host bench-host-phases-lean 40 --streams 16 --consumers 2 --calls "$CALLS" --keep-logs "${lean[@]}"
+    grep -A40 "^Start-up by phase" "$out/bench-host-phases-lean/summary.md"
+fi
 if step lean; then
     host bench-host-lean 40 --streams 16 --consumers 2 --repeat "$repeat" "${lean[@]}"
 fi
