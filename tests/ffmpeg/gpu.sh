@@ -160,22 +160,23 @@ selected reconnect && test_reconnect
 
 # Subscribers started before their publisher make their CUDA context while they wait,
 # and that time does not count against their timeout (the input device and the source
-# filter, `-timeout 1`, the warm-up held 3 s longer, the NVDEC publisher 2 s later);
+# filter, `-timeout 2`, the warm-up held 4 s longer, the NVDEC publisher 3 s later);
 # the warmed context then imports the CUDA slots, frame-exact.
 test_warm_wait() {
     local d="$WORK/warmwait" t=$SECONDS ok=1 name
     mkdir -p "$d"
     newkey
     ff 120 -i "$CLIP" -pix_fmt nv12 -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err"
-    local -A src=([dev]="-f cuframes -timeout 1 -i $KEY" [filter]="-filter_complex cuframes=key=$KEY:timeout=1")
+    local -A src=([dev]="-f cuframes -timeout 2 -i $KEY -vf $DOWN"
+        [filter]="-filter_complex cuframes=key=$KEY:timeout=2,$DOWN")
     local pids=()
     for name in dev filter; do
         # shellcheck disable=SC2086 # the source's words
-        CUFRAMES_TEST_STALL_AT=cuda-warm-up:3000 bg 120 "$d/$name.md5" "$d/$name.err" \
-            -loglevel debug ${src[$name]} -vf "$DOWN" -f framemd5 -
+        CUFRAMES_TEST_STALL_AT=cuda-warm-up:4000 bg 120 "$d/$name.md5" "$d/$name.err" \
+            -loglevel debug ${src[$name]} -f framemd5 -
         pids+=("$BGPID")
     done
-    sleep 2
+    sleep 3
     for name in 0 1; do
         kill -0 "${pids[$name]}" 2>/dev/null || { echo "  subscriber $name gave up while making its context"; ok=0; }
     done
