@@ -504,6 +504,11 @@ def run_once(a, approach, n, k, rep):
     failures = [p.name for p in procs
                 if p.rc != 0 and (stop_at is None or p.ended < stop_at or p.killed)]
     lost = sum(1 for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text()))
+    causes = {}
+    for p in procs:
+        if p.name in failures:
+            cause = "%s: %s" % (p.role, failure_cause(p.log_text()))
+            causes[cause] = causes.get(cause, 0) + 1
     mems = {}
     for sample in mem_samples:
         for p in procs:
@@ -514,7 +519,7 @@ def run_once(a, approach, n, k, rep):
         "streams": n, "consumers": k, "mode": a.mode, "memory": a.memory,
         "repeat": rep, "wall_s": round(wall, 2), "cpu_s": round(total_cpu, 2),
         "job_consumer_fps": round(job_frames / wall, 1) if wall > 0 else None,
-        "startup_cpu_s": startup_cpu, "steady": steady, "failures": failures,
+        "startup_cpu_s": startup_cpu, "steady": steady, "failures": failures, "failure_causes": causes,
         "processes_reporting_loss": lost, "gpu_sm_util": sm, "nvdec_util": dec,
         "gpu_mib_per_process": {r: round(statistics.median(v)) for r, v in mems.items()},
         "processes": len(procs),
@@ -543,6 +548,38 @@ def run_once(a, approach, n, k, rep):
                     f.write(p.thread_report())
     shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+# The first line of a failed process's log that says why, with what differs from
+# process to process (keys, numbers, addresses) masked, so that failures group.
+FAILURE_LINE = re.compile(r"Cannot|No frame|[Ee]rror|failed|CUDA_ERROR_|Only \d+ of \d+|[Tt]imed out|Killed")
+
+
+def failure_cause(text):
+    for line in text.splitlines():
+        if FAILURE_LINE.search(line):
+            line = re.sub(r"^\[[^]]*\] ", "", line.strip())
+            line = re.sub(r"'[^']*'", "'KEY'", line)
+            line = re.sub(r"0x[0-9a-f]+", "0x…", line)
+            return re.sub(r"\d+(\.\d+)?", "N", line)[:160]
+    return "no error line (exit status only)"
+
+
+def failure_table(runs):
+    """Failed processes by role and cause, summed over runs (cause: the first
+    error line of each one's log)."""
+    totals = {}
+    for r in runs:
+        for cause, n in r.get("failure_causes", {}).items():
+            key = (r["approach"], r["streams"], r["consumers"], cause)
+            totals[key] = totals.get(key, 0) + n
+    if not totals:
+        return []
+    lines = ["", "Failures by cause (the first error line of each failed process's log, summed over runs):", "",
+             "| approach | N | K | processes | role: cause |", "|---|---|---|---|---|"]
+    for (approach, n, k, cause), count in sorted(totals.items(), key=lambda kv: (kv[0][:3], -kv[1])):
+        lines.append("| %s | %d | %d | %d | %s |" % (approach, n, k, count, cause.replace("|", "\\|")))
+    return lines
 
 
 def summarize(runs, out):
@@ -584,7 +621,7 @@ def summarize(runs, out):
             sum(len(r["failures"]) for r in rs), sum(r["processes_reporting_loss"] for r in rs),
             med([r["nvdec_util"] for r in rs]), med([r["gpu_sm_util"] for r in rs]),
             ", ".join("%s %s" % (role, mib) for role, mib in sorted(rs[0]["gpu_mib_per_process"].items())) or "–"))
-    lines += whole_job_table(groups, med) + startup_tables(runs)
+    lines += whole_job_table(groups, med) + startup_tables(runs) + failure_table(runs)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return "\n".join(lines)

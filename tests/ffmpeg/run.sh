@@ -738,8 +738,17 @@ for r in runs:
     assert r["frames_exact"] is True, r
     assert r["processes"] == (10 if r["approach"] == "cuframes" else 8), r
     assert r["wall_s"] > 0 and r["cpu_s"] > 0 and r["job_consumer_fps"] > 0, r
+    assert r["failure_causes"] == {}, r
 summary = open(os.path.join(out, "summary.md")).read()
 assert "Whole job" in summary and "| yes |" in summary, summary
+assert "Failures by cause" not in summary, summary
+# Failures group by cause whatever their key, numbers and addresses.
+cause = bench_host.failure_cause("x\n[in#0/cuframes @ 0x5a] Cannot subscribe to 'k-1' (no publisher within 5 s): gone")
+assert cause == bench_host.failure_cause("[in#0/cuframes @ 0x7b] Cannot subscribe to 'k-22' (no publisher within 9 s): gone"), cause
+assert cause.startswith("Cannot subscribe to 'KEY' (no publisher"), cause
+table = bench_host.failure_table([{"approach": "cuframes", "streams": 2, "consumers": 4,
+                                   "failure_causes": {"sub: " + cause: 3}}])
+assert any(l.startswith("| cuframes | 2 | 4 | 3 | sub: Cannot subscribe") for l in table), table
 # A consumer whose frame differs must fail the comparison.
 class A: pass
 a = A()
