@@ -29,6 +29,7 @@ run in OUT/runs.jsonl, and OUT/summary.md (medians and spread over repeats).
 """
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -504,11 +505,8 @@ def run_once(a, approach, n, k, rep):
     failures = [p.name for p in procs
                 if p.rc != 0 and (stop_at is None or p.ended < stop_at or p.killed)]
     lost = sum(1 for p in procs if re.search(r"Lost \d+ frame|dropped by publisher", p.log_text()))
-    causes = {}
-    for p in procs:
-        if p.name in failures:
-            cause = "%s: %s" % (p.role, failure_cause(p.log_text()))
-            causes[cause] = causes.get(cause, 0) + 1
+    causes = collections.Counter("%s: %s" % (p.role, failure_cause(p.log_text()))
+                                 for p in procs if p.name in failures)
     mems = {}
     for sample in mem_samples:
         for p in procs:
@@ -519,7 +517,7 @@ def run_once(a, approach, n, k, rep):
         "streams": n, "consumers": k, "mode": a.mode, "memory": a.memory,
         "repeat": rep, "wall_s": round(wall, 2), "cpu_s": round(total_cpu, 2),
         "job_consumer_fps": round(job_frames / wall, 1) if wall > 0 else None,
-        "startup_cpu_s": startup_cpu, "steady": steady, "failures": failures, "failure_causes": causes,
+        "startup_cpu_s": startup_cpu, "steady": steady, "failures": failures, "failure_causes": dict(causes),
         "processes_reporting_loss": lost, "gpu_sm_util": sm, "nvdec_util": dec,
         "gpu_mib_per_process": {r: round(statistics.median(v)) for r, v in mems.items()},
         "processes": len(procs),
@@ -568,11 +566,10 @@ def failure_cause(text):
 def failure_table(runs):
     """Failed processes by role and cause, summed over runs (cause: the first
     error line of each one's log)."""
-    totals = {}
+    totals = collections.Counter()
     for r in runs:
         for cause, n in r.get("failure_causes", {}).items():
-            key = (r["approach"], r["streams"], r["consumers"], cause)
-            totals[key] = totals.get(key, 0) + n
+            totals[(r["approach"], r["streams"], r["consumers"], cause)] += n
     if not totals:
         return []
     lines = ["", "Failures by cause (the first error line of each failed process's log, summed over runs):", "",
