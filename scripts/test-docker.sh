@@ -387,7 +387,7 @@ check_isolated() {
     local t=$SECONDS
     rc=0
     timeout 60 docker run --rm --network none "${SUB1_USER[@]}" "$IMAGE" "${FF[@]}" \
-        -f cuframes -timeout 3 -i cam3 -f null - >"$d/sub.out" 2>"$d/sub.err" || rc=$?
+        -f cuframes -wait_timeout 3 -i cam3 -f null - >"$d/sub.out" 2>"$d/sub.err" || rc=$?
     local took=$((SECONDS - t))
     if [ $rc = 0 ] || [ $rc = 124 ]; then
         echo "  the subscriber exited $rc (expected an error)"

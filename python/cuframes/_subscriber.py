@@ -104,7 +104,10 @@ class Subscriber:
     Iteration yields :class:`Frame` objects and closes the previous frame
     when the next one is requested (keep data by exporting or copying it).
     ``next()`` returns one frame the caller closes. ``timeout`` is how long
-    to wait for each frame (seconds; None: forever); when it runs out,
+    to wait for each frame (seconds; None: forever), the first one as long as
+    ``wait_publisher`` if that is longer (a publisher started together with
+    its subscribers may hold its first frame until all of them joined); when
+    it runs out,
     ``cuframes.TimeoutError_`` (a ``TimeoutError``) is raised. When the
     publisher dies or drops this subscriber, ``DisconnectedError``.
 
@@ -172,6 +175,8 @@ class Subscriber:
         config.cuda_stream = stream or None
         handle = _lib.handle()
         wait = max(0.0, float(wait_publisher))
+        self._first_timeout = None if timeout is None else max(float(timeout), wait)
+        self._got_frame = False
         deadline = time.monotonic() + wait
         while True:
             status = _lib.lib.cuframes_subscriber_create(ctypes.byref(config), ctypes.byref(handle))
@@ -239,12 +244,12 @@ class Subscriber:
 
     def next(self, timeout: Optional[float] = _DEFAULT) -> Frame:
         """The next frame (per ``mode``), waiting up to ``timeout`` seconds
-        (default: the subscriber's ``timeout``; None: forever; 0: only
-        look). Raises ``TimeoutError_`` when none came and
+        (default: the subscriber's ``timeout``, for the first frame at least
+        ``wait_publisher``; None: forever; 0: only look). Raises ``TimeoutError_`` when none came and
         ``DisconnectedError`` when the publisher is gone (also after a clean
         shutdown; ``stats.publisher_shut_down`` tells which)."""
         if timeout is _DEFAULT:
-            timeout = self.timeout
+            timeout = self.timeout if self._got_frame else self._first_timeout
         total = _ms(timeout, "timeout", True)
         deadline = None if total is None else time.monotonic() + total / 1000.0
         frame_handle = _lib.handle()
@@ -266,6 +271,7 @@ class Subscriber:
             status = _lib.lib.cuframes_frame_get_info(frame_handle.value, ctypes.byref(info))
             lease = Lease(_lib.lib, frame_handle.value or 0, info.seq, info.memory, self._cuda, self.sync_on_release)
             _lib.check(status)
+            self._got_frame = True
         return Frame(lease, info, self._geometry)
 
     def __iter__(self) -> Iterator[Frame]:

@@ -105,6 +105,35 @@ def test_wait_publisher_does_not_count_the_cuda_warm_up(cli, key):
                 p.wait()
 
 
+def test_first_frame_is_waited_for_as_long_as_the_publisher(cli, key):
+    """A publisher that holds its first frame until its second subscriber
+    joins, 1.5 s after the first: the first next() waits as long as
+    wait_publisher (10 s), not timeout (0.3 s); an explicit timeout is kept."""
+    proc = subprocess.Popen(
+        [cli, "publish", key, "--memory", "host", "--size", "64x48", "--fps", "0", "--frames", "3",
+         "--policy", "strict-wait", "--wait-subscribers", "2", "--quiet"])
+    other = None
+    try:
+        with cuframes.Subscriber(key, timeout=0.3, wait_publisher=10) as sub:
+            with pytest.raises(cuframes.TimeoutError_):
+                sub.next(timeout=0.2)
+            other = subprocess.Popen(
+                ["sh", "-c", 'sleep 1.5; exec "$0" subscribe "$1" --frames 0 --wait-timeout 10s --json',
+                 cli, key], stdout=subprocess.DEVNULL)
+            started = time.monotonic()
+            with sub.next() as frame:
+                assert frame.seq == 1
+            assert time.monotonic() - started >= 1.0
+            assert [f.seq for f in sub] == [2, 3]
+        assert proc.wait(timeout=10) == 0
+        assert other.wait(timeout=10) == 0
+    finally:
+        for p in (proc, other):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def test_pattern_check_catches_a_wrong_frame(cli, key):
     proc = subprocess.Popen(
         [cli, "publish", key, "--memory", "host", "--size", "64x48", "--fps", "0", "--frames", "2",

@@ -242,7 +242,8 @@ def commands(a, approach, n, k, key_prefix):
                 # The same pixels as a subscriber gets: the publisher hands on NV12.
                 chain = "format=nv12" + ("," + chain if chain else "")
             if approach == "cuframes":
-                wait = [] if a.sub_timeout == "default" else ["-timeout", a.sub_timeout]
+                wait = ([] if a.sub_timeout == "default" else
+                        ["-timeout", a.sub_timeout, "-wait_timeout", a.sub_timeout])
                 src = ["-f", "cuframes"] + wait + a.sub_options.split() + ["-i", key]
             else:
                 src = decode
@@ -735,7 +736,8 @@ def main():
     ap.add_argument("--sub-options", default="", help="extra input options of cuframes subscribers (e.g. '-copy always')")
     ap.add_argument("--pub-options", default="", help="extra options of cuframes publishers (e.g. '-ring_size 8')")
     ap.add_argument("--sub-timeout", default="30",
-                    help="the subscribers' -timeout ('default': not given, FFmpeg's default of 5 s)")
+                    help="the subscribers' -timeout and -wait_timeout ('default': neither given, "
+                         "the input device's 5 s a frame and 30 s for the publisher and its first frame)")
     ap.add_argument("--sub-env", action="append", default=[], metavar="VAR=VALUE",
                     help="an environment variable for cuframes subscribers only (repeatable), e.g. "
                          "CUDA_DEVICE_MAX_CONNECTIONS=1")

@@ -160,15 +160,15 @@ selected reconnect && test_reconnect
 
 # Subscribers started before their publisher make their CUDA context while they wait,
 # and that time does not count against their timeout (the input device and the source
-# filter, `-timeout 2`, the warm-up held 4 s longer, the NVDEC publisher 3 s later);
+# filter, `-wait_timeout 2`, the warm-up held 4 s longer, the NVDEC publisher 3 s later);
 # the warmed context then imports the CUDA slots, frame-exact.
 test_warm_wait() {
     local d="$WORK/warmwait" t=$SECONDS ok=1 name
     mkdir -p "$d"
     newkey
     ff 120 -i "$CLIP" -pix_fmt nv12 -f framemd5 - >"$d/ref.md5" 2>"$d/ref.err"
-    local -A src=([dev]="-f cuframes -timeout 2 -i $KEY -vf $DOWN"
-        [filter]="-filter_complex cuframes=key=$KEY:timeout=2,$DOWN")
+    local -A src=([dev]="-f cuframes -wait_timeout 2 -i $KEY -vf $DOWN"
+        [filter]="-filter_complex cuframes=key=$KEY:wait_timeout=2,$DOWN")
     local pids=()
     for name in dev filter; do
         # shellcheck disable=SC2086 # the source's words

@@ -170,6 +170,11 @@ logged() {
     grep -qF -- "$2" "$1" 2>/dev/null
 }
 
+# logged_re FILE REGEX: the file (which may not exist yet) has a line matching REGEX.
+logged_re() {
+    grep -qE -- "$2" "$1" 2>/dev/null
+}
+
 # logged_times FILE TEXT N: a log holds TEXT on at least N lines.
 logged_times() {
     local n

@@ -399,7 +399,7 @@ test_errors() {
     rc=$?
     [ $rc != 0 ] && grep -q "Unsupported pixel format yuv410p; cuframes takes nv12, " "$d/fmt.err" ||
         { echo "  yuv410p: exit $rc"; show "$d/fmt.err"; ok=0; }
-    ff 30 -f cuframes -timeout 300ms -i "$KEY" -f null - 2>"$d/nopub.err"
+    ff 30 -f cuframes -wait_timeout 300ms -i "$KEY" -f null - 2>"$d/nopub.err"
     rc=$?
     [ $rc != 0 ] && grep -q "Cannot subscribe to '$KEY'" "$d/nopub.err" ||
         { echo "  no publisher: exit $rc"; show "$d/nopub.err"; ok=0; }
@@ -465,19 +465,21 @@ test_durations() {
     mkdir -p "$d"
     newkey
     expire dev-1 20 1000 "Cannot subscribe to '$KEY' (no publisher within 1 s)" \
-        -f cuframes -timeout 1 -i "$KEY" -f null -
+        -f cuframes -wait_timeout 1 -i "$KEY" -f null -
     expire dev-500ms 20 500 "Cannot subscribe to '$KEY' (no publisher within 0.5 s)" \
-        -f cuframes -timeout 500ms -i "$KEY" -f null -
+        -f cuframes -wait_timeout 500ms -i "$KEY" -f null -
     expire filter-1 20 1000 "Cannot subscribe to '$KEY' (no publisher within 1 s)" \
-        -filter_complex "cuframes=key=$KEY:timeout=1" -f null -
+        -filter_complex "cuframes=key=$KEY:wait_timeout=1" -f null -
     expire filter-250ms 20 250 "Cannot subscribe to '$KEY' (no publisher within 0.25 s)" \
-        -filter_complex "cuframes=key=$KEY:timeout=250ms" -f null -
+        -filter_complex "cuframes=key=$KEY:wait_timeout=250ms" -f null -
     expire mux-wait 20 500 "Only 0 of 1 subscriber(s) joined '$KEY' within 0.5 s" \
         -f lavfi -i "testsrc2=size=64x48:rate=25" -frames:v 5 -pix_fmt nv12 \
         -f cuframes -wait_subscribers 1 -wait_timeout 500ms -ack_timeout 0.2 \
         -startup_timeout 00:00:01 "$KEY"
     malformed dev-abc -f cuframes -timeout abc -i "$KEY" -f null -
+    malformed dev-wait-abc -f cuframes -wait_timeout abc -i "$KEY" -f null -
     malformed filter-abc -filter_complex "cuframes=key=$KEY:timeout=abc" -f null -
+    malformed filter-wait-abc -filter_complex "cuframes=key=$KEY:wait_timeout=abc" -f null -
     malformed mux-abc -f lavfi -i "testsrc2=size=64x48:rate=25" -frames:v 5 -pix_fmt nv12 \
         -f cuframes -ack_timeout abc "$KEY"
     result "timeouts: 1 = 1 s, 500ms, abc refused" $OK "($((SECONDS - t)) s)"
@@ -522,7 +524,7 @@ test_slow_start() {
 
 # While a subscriber makes its CUDA context (libcuframes begins it at the first miss;
 # a crowded GPU is played by a 6 s stall of that warm-up, which on a machine without
-# a driver then ends), its wait for a publisher does not count: with a 1 s timeout,
+# a driver then ends), its wait for a publisher does not count: with a 1 s wait_timeout,
 # the input device and the source filter (which looks the key up first) both still
 # find a publisher that comes 2 s later, frame-exact. With the warm-up off, the same
 # waits give up at 1 s.
@@ -530,7 +532,7 @@ test_warm_wait() {
     local d="$WORK/warmwait" n=30 t=$SECONDS ok=1 name
     mkdir -p "$d"
     newkey
-    local -A src=([dev]="-f cuframes -timeout 1 -i $KEY" [filter]="-filter_complex cuframes=key=$KEY:timeout=1")
+    local -A src=([dev]="-f cuframes -wait_timeout 1 -i $KEY" [filter]="-filter_complex cuframes=key=$KEY:wait_timeout=1")
     for name in dev filter; do
         # shellcheck disable=SC2086 # the source's words
         if CUFRAMES_CUDA_WARMUP=0 CUFRAMES_TEST_STALL_AT=cuda-warm-up:6000 \
@@ -562,8 +564,87 @@ test_warm_wait() {
     same_frames "input device" "$d/ref.md5" "$d/dev.md5" $n || ok=0
     same_frames "source filter" "$d/ref.md5" "$d/filter.md5" $n || ok=0
     [ $ok = 1 ] || show "$d/off-dev.err" "$d/off-filter.err" "$d/pub.err" "$d/dev.err" "$d/filter.err"
-    result "the wait for a publisher leaves out the CUDA warm-up: timeout 1 s, publisher 2 s later" $ok \
+    result "the wait for a publisher leaves out the CUDA warm-up: wait_timeout 1 s, publisher 2 s later" $ok \
         "(input device and source filter, $((SECONDS - t)) s)"
+}
+
+# The wait for a publisher covers its first frame; `timeout` bounds each frame
+# after it. (a) A publisher that holds its first frame until its third subscriber
+# joins, 2 s after the first two (timeout 1 s, default wait_timeout): all three
+# get every frame. (b) With wait_timeout 1 s too, the held first frame ends the
+# wait after ~1 s, saying so. (c) Once frames came, a publisher that stops
+# (SIGSTOP) ends the wait after timeout (1 s), not wait_timeout (30 s).
+test_start_waits() {
+    local d="$WORK/startwaits" n=30 t=$SECONDS ok=1 name pub
+    OK=1
+    mkdir -p "$d"
+    newkey
+    ff 60 -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p -f framemd5 "$d/ref.md5" 2>"$d/ref.err"
+    bg 60 /dev/null "$d/pub.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -wait_subscribers 3 -wait_timeout 20 "$KEY"
+    pub=$BGPID
+    wait_published || ok=0
+    local -A src=([dev]="-f cuframes -timeout 1 -i $KEY" [filter]="-filter_complex cuframes=key=$KEY:timeout=1"
+        [late]="-f cuframes -i $KEY")
+    local -A pids=()
+    for name in dev filter late; do
+        # shellcheck disable=SC2086 # the source's words
+        bg 60 /dev/null "$d/$name.err" -v verbose -xerror ${src[$name]} -f framemd5 "$d/$name.md5"
+        pids[$name]=$BGPID
+        [ $name = filter ] || continue
+        wait_for "the first two to subscribe" 20 logged "$d/dev.err" "Subscribed to '$KEY'" || ok=0
+        wait_for "the filter to subscribe" 20 logged "$d/filter.err" "Subscribed to '$KEY'" || ok=0
+        sleep 2
+    done
+    for name in dev filter late; do
+        waitrc "${pids[$name]}" || { echo "  $name failed"; ok=0; }
+        same_frames "$name" "$d/ref.md5" "$d/$name.md5" $n || ok=0
+    done
+    waitrc $pub || { echo "  publisher failed"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/dev.err" "$d/filter.err" "$d/late.err"
+    OK=$ok
+
+    newkey
+    bg 60 /dev/null "$d/hold.err" -f lavfi -i "$(held_source)" -frames:v $n -pix_fmt yuv420p \
+        -f cuframes -policy strict_wait -wait_subscribers 2 -wait_timeout 20 "$KEY"
+    pub=$BGPID
+    wait_published || OK=0
+    expire first-dev 20 1000 "No first frame from '$KEY' within 1 s of subscribing" \
+        -xerror -f cuframes -wait_timeout 1 -timeout 1 -i "$KEY" -f null -
+    expire first-filter 20 1000 "No first frame from '$KEY' within 1 s of subscribing" \
+        -xerror -filter_complex "cuframes=key=$KEY:wait_timeout=1:timeout=1" -f null -
+    kill -KILL -- "-$pub" 2>/dev/null
+    waitrc $pub
+
+    newkey
+    bg 60 /dev/null "$d/live.err" -re -f lavfi -i "testsrc2=size=160x120:rate=25" -pix_fmt nv12 \
+        -f cuframes "$KEY"
+    pub=$BGPID
+    wait_published || OK=0
+    local -A each=([dev]="-f cuframes -timeout 1 -i $KEY" [filter]="-filter_complex cuframes=key=$KEY:timeout=1")
+    for name in dev filter; do
+        # shellcheck disable=SC2086 # the source's words
+        bg 60 /dev/null "$d/stop-$name.err" -xerror ${each[$name]} -progress "$d/stop-$name.progress" -f null -
+        pids[$name]=$BGPID
+    done
+    for name in dev filter; do
+        wait_for "frames in the $name" 20 logged_re "$d/stop-$name.progress" '^frame=[1-9]' || OK=0
+    done
+    kill -STOP "$(child_of "$pub")"
+    local stopped rc took
+    stopped=$(now_ms)
+    for name in dev filter; do
+        waitrc "${pids[$name]}"
+        rc=$? took=$(($(now_ms) - stopped))
+        failed_cleanly $rc || { echo "  stop-$name: exit $rc (want an error)"; OK=0; }
+        [ $took -le 5000 ] || { echo "  stop-$name: ended $took ms after the publisher stopped (want ~1 s)"; OK=0; }
+        grep -qF "No frame from '$KEY' for 1 s" "$d/stop-$name.err" ||
+            { echo "  stop-$name: no 'No frame from ... for 1 s'"; show "$d/stop-$name.err"; OK=0; }
+        echo "     stop-$name: ended $took ms after the publisher stopped"
+    done
+    kill -KILL -- "-$pub" 2>/dev/null
+    waitrc $pub
+    result "start waits: the first frame as long as the publisher" $OK "($((SECONDS - t)) s)"
 }
 
 # held FILTER NAME: a subscriber whose graph holds many frames (reverse: all
@@ -993,7 +1074,7 @@ sigint_ends() {
     ! grep -q "Assertion\|Aborted" "$err" || { echo "  $name: crashed"; show "$err"; OK=0; }
 }
 
-# With timeout=-1, the input device's waits end on ffmpeg's interrupt callback:
+# With wait_timeout=-1 and timeout=-1, the input device's waits end on ffmpeg's interrupt callback:
 # at the first SIGINT while ffmpeg opens its inputs (no publisher yet), at the
 # second once it transcodes (ffmpeg's rule for every input: the first lets
 # inputs finish what they read).
@@ -1002,14 +1083,15 @@ test_interrupt() {
     OK=1
     mkdir -p "$d"
     newkey
-    bg 60 /dev/null "$d/dev-nopub.err" -v verbose -f cuframes -timeout -1 -i "$KEY" -f null -
+    bg 60 /dev/null "$d/dev-nopub.err" -v verbose -f cuframes -wait_timeout -1 -i "$KEY" -f null -
     sigint_ends "no publisher" $BGPID "$d/dev-nopub.err" "Waiting for a publisher of '$KEY'" 1
     # A publisher that stops sending: SIGSTOP, so that it neither ends nor sends.
     bg 60 /dev/null "$d/pub.err" -re -f lavfi -i "testsrc2=size=160x120:rate=25" -pix_fmt nv12 \
         -f cuframes "$KEY"
     pub=$BGPID
     wait_published || OK=0
-    bg 60 /dev/null "$d/dev-noframe.err" -v verbose -f cuframes -timeout -1 -i "$KEY" -f null -
+    bg 60 /dev/null "$d/dev-noframe.err" -v verbose -f cuframes -wait_timeout -1 -timeout -1 \
+        -i "$KEY" -f null -
     dev=$BGPID
     wait_for "the device to subscribe" 20 logged "$d/dev-noframe.err" "Subscribed to '$KEY'" || OK=0
     kill -STOP "$(child_of "$pub")"
@@ -1257,6 +1339,7 @@ selected errors && test_errors
 selected durations && test_durations
 selected slowstart && test_slow_start
 selected warmwait && test_warm_wait
+selected startwaits && test_start_waits
 selected held && {
     held reverse reverse
     held tmix=frames=8 tmix

@@ -39,7 +39,11 @@ fn connect_waiting(config: SubscriberConfig, wait: Duration) -> Result<Subscribe
 
 pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
     let timeout = legacy_ms(a.timeout, a.timeout_ms, "timeout-ms", "timeout")?;
-    let wait = legacy_ms(a.wait_timeout, a.wait_ms, "wait-ms", "wait-timeout")?.get();
+    let wait_dur = legacy_ms(a.wait_timeout, a.wait_ms, "wait-ms", "wait-timeout")?;
+    let wait = wait_dur.get();
+    // A publisher started together with its subscribers may hold its first frame
+    // until the last of them joined: that frame is waited for as long as the publisher.
+    let first_wait = timeout.max(wait_dur);
     let start_delay = legacy_ms(a.start_delay, a.start_delay_ms, "start-delay-ms", "start-delay")?.get();
     let mut config = SubscriberConfig::new(a.key.clone());
     if let Some(name) = &a.name {
@@ -96,13 +100,18 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
     let mut failure: Option<Error> = None;
     let started = Instant::now();
     while a.frames == 0 || received < a.frames {
-        let lease = match sub.next(Some(timeout.get())) {
+        let bound = if received == 0 { first_wait } else { timeout };
+        let lease = match sub.next(Some(bound.get())) {
             Ok(lease) => lease,
             Err(e) if e.kind() == ErrorKind::Disconnected && a.frames == 0 && sub.publisher_shut_down() => {
                 break;
             }
             Err(e) => {
                 let e = match e.kind() {
+                    ErrorKind::Timeout if received == 0 => Error::new(
+                        ErrorKind::Timeout,
+                        format!("no first frame from '{}' within {bound} of subscribing", a.key),
+                    ),
                     ErrorKind::Timeout => Error::new(
                         ErrorKind::Timeout,
                         format!(

@@ -109,7 +109,7 @@ fn thirty_second_subscriber_is_refused() {
     });
     let out = env.run(&["subscribe", &key, "--frames", "1", "--timeout", "200ms", "--json"]);
     // Nothing is published, so it gets in and then times out waiting for a frame.
-    out.assert_error(&["no frame", "within 200ms"]);
+    out.assert_error(&["no first frame", "within 200ms of subscribing"]);
     let summary = out.json();
     assert_eq!(common::uint(&summary, "frames"), 0, "{summary}");
     assert_eq!(subscribers.len(), 30);
@@ -380,4 +380,45 @@ fn a_test_switch_is_announced() {
         said[0].contains("CUFRAMES_TEST_STALL_AT=sub-connected:1"),
         "{out}"
     );
+}
+
+/// The first frame is waited for as long as the publisher (`--wait-timeout`),
+/// at least `--timeout`: a publisher that holds it back for 1 s (as one
+/// waiting for its other subscribers does) is not a timeout of 200 ms. Once
+/// frames came, `--timeout` bounds each.
+#[test]
+fn first_frame_is_waited_for_as_long_as_the_publisher() {
+    let env = TestEnv::new();
+    let key = env.key("err-first");
+    let mut publisher = host_publisher(&env, &key);
+    let sub = env.spawn(
+        "subscribe",
+        &[
+            "subscribe",
+            &key,
+            "--frames",
+            "3",
+            "--timeout",
+            "200ms",
+            "--wait-timeout",
+            "10s",
+            "--json",
+        ],
+    );
+    publisher
+        .wait_for_subscribers(1, Duration::from_secs(10))
+        .expect("the subscriber joins");
+    std::thread::sleep(Duration::from_secs(1));
+    let layout = publisher.layout().clone();
+    for n in 0..2u64 {
+        publisher
+            .publish_with(n as i64, |planes| {
+                cuframes::pattern::fill_frame(&layout, n, planes)
+            })
+            .expect("publish");
+    }
+    // The third frame never comes: 200 ms after the second, the run fails.
+    let out = sub.wait(EXIT_LIMIT);
+    out.assert_error(&["no frame", "within 200ms (after 2 frames)"]);
+    assert_eq!(common::uint(&out.json(), "frames"), 2, "{out}");
 }
