@@ -411,12 +411,12 @@ pub struct SubscribeArgs {
     /// Check every frame against the test pattern of `cuframes publish`.
     #[arg(long)]
     pub verify: bool,
-    /// Fail when no frame arrives for this long.
+    /// Fail when no frame arrives for this long (the first frame: at least --wait-timeout).
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "timeout")]
     pub timeout_ms: Option<u64>,
-    /// How long to wait for a publisher of KEY to appear, not counting the time this process spends making its CUDA context meanwhile (0: fail at once when there is none).
+    /// How long to wait for a publisher of KEY to appear, not counting the time this process spends making its CUDA context meanwhile (0: fail at once when there is none), and then at least this long for its first frame.
     #[arg(long, default_value = "0s", value_name = "DURATION")]
     pub wait_timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "wait_timeout")]
