@@ -73,6 +73,14 @@ def test_cli_publisher_pattern_verified_in_python(cli, key, fmt):
             proc.wait()
 
 
+def kill_running(*procs):
+    """Kills and reaps the processes (None: not started) a test left running."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_wait_publisher_does_not_count_the_cuda_warm_up(cli, key):
     """wait_publisher does not count the time this process spends making its
     CUDA context while no publisher is there (a crowded GPU, played by a
@@ -99,10 +107,7 @@ def test_wait_publisher_does_not_count_the_cuda_warm_up(cli, key):
         assert out.split() == ["64", "1"], out
         assert proc.wait(timeout=10) == 0
     finally:
-        for p in (sub, proc):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_running(sub, proc)
 
 
 def test_first_frame_is_waited_for_as_long_as_the_publisher(cli, key):
@@ -128,10 +133,7 @@ def test_first_frame_is_waited_for_as_long_as_the_publisher(cli, key):
         assert proc.wait(timeout=10) == 0
         assert other.wait(timeout=10) == 0
     finally:
-        for p in (proc, other):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_running(proc, other)
 
 
 def test_pattern_check_catches_a_wrong_frame(cli, key):

@@ -39,11 +39,10 @@ fn connect_waiting(config: SubscriberConfig, wait: Duration) -> Result<Subscribe
 
 pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
     let timeout = legacy_ms(a.timeout, a.timeout_ms, "timeout-ms", "timeout")?;
-    let wait_dur = legacy_ms(a.wait_timeout, a.wait_ms, "wait-ms", "wait-timeout")?;
-    let wait = wait_dur.get();
+    let wait = legacy_ms(a.wait_timeout, a.wait_ms, "wait-ms", "wait-timeout")?;
     // A publisher started together with its subscribers may hold its first frame
     // until the last of them joined: that frame is waited for as long as the publisher.
-    let first_wait = timeout.max(wait_dur);
+    let first_wait = timeout.max(wait);
     let start_delay = legacy_ms(a.start_delay, a.start_delay_ms, "start-delay-ms", "start-delay")?.get();
     let mut config = SubscriberConfig::new(a.key.clone());
     if let Some(name) = &a.name {
@@ -57,7 +56,7 @@ pub fn run(a: SubscribeArgs) -> Result<ExitCode> {
         MemoryRequest::Cuda.resolve()?;
         config.cuda_device = crate::publish::cuda_ordinal(device)?;
     }
-    let mut sub = connect_waiting(config, wait)?;
+    let mut sub = connect_waiting(config, wait.get())?;
     let info = sub.info().clone();
     let layout = info.layout.clone();
     if !a.json {
