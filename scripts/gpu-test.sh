@@ -58,8 +58,10 @@ for line in sys.stdin:
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
     # The driver-call tracer (start-up phases, calls per frame; scripts/gpu/startup.sh).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/cuda-calls.so" scripts/gpu/cuda-calls.c -ldl
+    # What waking N subscribers costs the publisher, per eventfd and per shared futex.
+    cc -O2 -Wall -Wextra -Werror -o "$stage/tests/wake-cost" scripts/gpu/wake-cost.c
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/crash_matrix" "$stage/tests/backends" \
-        "$stage/tests/test_cuda" \
+        "$stage/tests/test_cuda" "$stage/tests/wake-cost" \
         "$stage/lib/libcuframes.so.0.2"
     # The patched FFmpeg (libcuframes linked in) and the libraries it loads besides
     # glibc's, which the GPU machine's image may lack: libx264, libsrt, GnuTLS and
