@@ -5,6 +5,9 @@
  *            publisher go); the waker writes 1 to each
  *   futex    one shared futex word for all, each asleep in FUTEX_WAIT; the waker
  *            bumps the word and makes one FUTEX_WAKE call
+ *   pipe     one pipe for all, each subscriber asleep in epoll_wait on its read end
+ *            (edge-triggered, never read) and on its socket; the waker writes one
+ *            byte (a pipe's read end cannot be written, so no subscriber can ring it)
  *
  * Prints, per N, the waker's CPU time per round (CLOCK_THREAD_CPUTIME_ID around
  * the wake-up calls): median and p90 over the rounds. Each round waits until every
@@ -26,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -70,6 +75,23 @@ static void subscriber_eventfd(struct shared *sh, int efd, int sock) {
     }
 }
 
+static void subscriber_pipe(struct shared *sh, int rd, int sock) {
+    int ep = epoll_create1(0);
+    struct epoll_event bell = {.events = EPOLLIN | EPOLLET, .data.fd = rd};
+    struct epoll_event gone = {.events = EPOLLIN, .data.fd = sock};
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, rd, &bell) || epoll_ctl(ep, EPOLL_CTL_ADD, sock, &gone))
+        die("epoll");
+    for (;;) {
+        atomic_fetch_add(&sh->asleep, 1);
+        struct epoll_event ev[2];
+        int n = epoll_wait(ep, ev, 2, -1);
+        if (n < 0) die("epoll_wait");
+        for (int i = 0; i < n; i++)
+            if (ev[i].data.fd == sock) _exit(0);
+        atomic_fetch_add(&sh->woken, 1);
+    }
+}
+
 static void subscriber_futex(struct shared *sh) {
     for (;;) {
         uint32_t seen = atomic_load(&sh->word);
@@ -94,34 +116,43 @@ static void await_count(_Atomic uint32_t *field, uint32_t want) {
     nanosleep(&settle, NULL);
 }
 
-static void measure(int subs, int use_futex, int rounds) {
+enum mode { EVENTFD, FUTEX, PIPE };
+static const char *const mode_name[] = {"eventfd", "futex", "pipe"};
+
+static void measure(int subs, enum mode mode, int rounds) {
     struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) die("mmap");
     memset(sh, 0, sizeof *sh);
-    int efd[MAX_SUBS], sock[MAX_SUBS][2];
+    int efd[MAX_SUBS], sock[MAX_SUBS][2], bell[2];
     pid_t pid[MAX_SUBS];
+    if (mode == PIPE && pipe2(bell, O_NONBLOCK) < 0) die("pipe");
     for (int i = 0; i < subs; i++) {
-        if (!use_futex) {
-            efd[i] = eventfd(0, 0);
-            if (efd[i] < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sock[i]) < 0) die("eventfd/socketpair");
-        }
+        if (mode == EVENTFD && (efd[i] = eventfd(0, 0)) < 0) die("eventfd");
+        if (mode != FUTEX && socketpair(AF_UNIX, SOCK_STREAM, 0, sock[i]) < 0) die("socketpair");
         pid[i] = fork();
         if (pid[i] < 0) die("fork");
         if (pid[i] == 0) {
-            if (use_futex) subscriber_futex(sh);
+            if (mode == FUTEX) subscriber_futex(sh);
             close(sock[i][0]);
+            if (mode == PIPE) subscriber_pipe(sh, bell[0], sock[i][1]);
             subscriber_eventfd(sh, efd[i], sock[i][1]);
         }
-        if (!use_futex) close(sock[i][1]);
+        if (mode != FUTEX) close(sock[i][1]);
     }
     uint64_t *cost = calloc((size_t)rounds, sizeof *cost);
     if (!cost) die("calloc");
     for (int r = 0; r < rounds; r++) {
         await_count(&sh->asleep, (uint32_t)(subs * (r + 1)));
         uint64_t t0 = thread_cpu_ns();
-        if (use_futex) {
+        if (mode == FUTEX) {
             atomic_fetch_add(&sh->word, 1);
             futex(&sh->word, FUTEX_WAKE, INT32_MAX);
+        } else if (mode == PIPE) {
+            char byte = 1, sink[4096];
+            if (write(bell[1], &byte, 1) != 1) { /* full: empty it, then ring */
+                while (read(bell[0], sink, sizeof sink) > 0) {}
+                if (write(bell[1], &byte, 1) != 1) die("write pipe");
+            }
         } else {
             uint64_t one = 1;
             for (int i = 0; i < subs; i++)
@@ -131,16 +162,17 @@ static void measure(int subs, int use_futex, int rounds) {
         while (atomic_load(&sh->woken) < (uint32_t)(subs * (r + 1))) sched_yield();
     }
     atomic_store(&sh->stop, 1);
-    if (use_futex) {
+    if (mode == FUTEX) {
         atomic_fetch_add(&sh->word, 1);
         futex(&sh->word, FUTEX_WAKE, INT32_MAX);
     } else {
         for (int i = 0; i < subs; i++) close(sock[i][0]);
     }
+    if (mode == PIPE) close(bell[0]), close(bell[1]);
     for (int i = 0; i < subs; i++) waitpid(pid[i], NULL, 0);
     qsort(cost, (size_t)rounds, sizeof *cost, cmp_u64);
     printf("%-8s %3d subscribers: waker CPU per wake-up  median %6.2f us  p90 %6.2f us  (%d rounds)\n",
-           use_futex ? "futex" : "eventfd", subs, cost[rounds / 2] / 1000.0,
+           mode_name[mode], subs, cost[rounds / 2] / 1000.0,
            cost[rounds * 9 / 10] / 1000.0, rounds);
     free(cost);
     munmap(sh, sizeof *sh);
@@ -165,8 +197,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "wake-cost: 1 to %d subscribers, not %d\n", MAX_SUBS, counts[i]);
             return 2;
         }
-        measure(counts[i], 0, rounds);
-        measure(counts[i], 1, rounds);
+        measure(counts[i], EVENTFD, rounds);
+        measure(counts[i], FUTEX, rounds);
+        measure(counts[i], PIPE, rounds);
     }
     return 0;
 }
