@@ -133,7 +133,7 @@ static void measure(int subs, enum mode mode, int rounds) {
         if (pid[i] < 0) die("fork");
         if (pid[i] == 0) {
             if (mode == FUTEX) subscriber_futex(sh);
-            close(sock[i][0]);
+            for (int j = 0; j <= i; j++) close(sock[j][0]); /* EOF reaches each one alone */
             if (mode == PIPE) subscriber_pipe(sh, bell[0], sock[i][1]);
             subscriber_eventfd(sh, efd[i], sock[i][1]);
         }
