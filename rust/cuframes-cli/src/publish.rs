@@ -239,6 +239,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
         serde_json::json!({
             "frames": index, "seconds": elapsed, "subscribers": publisher.subscriber_count(),
             "ack_timeouts": stats.ack_timeouts, "ack_waits": stats.ack_waits,
+            "kernel_copies": stats.kernel_copies,
         }),
     );
     Ok(ExitCode::SUCCESS)

@@ -567,6 +567,209 @@ mod needs_gpu {
         }
     }
 
+    /// One device allocation holding a frame's planes back to back, each at
+    /// the layout's pitch plus `extra_pitch`, the first `shift` bytes in;
+    /// the planes as the publisher is given them. Freed by the caller.
+    fn device_frame(
+        layout: &cuframes::FrameLayout,
+        frame: u64,
+        shift: usize,
+        extra_pitch: usize,
+    ) -> (u64, Vec<DevicePlane>) {
+        let mut host: Vec<Vec<u8>> = layout
+            .planes()
+            .iter()
+            .map(|p| vec![0; p.pitch * p.rows])
+            .collect();
+        let mut planes: Vec<&mut [u8]> = host.iter_mut().map(Vec::as_mut_slice).collect();
+        pattern::fill_frame(layout, frame, &mut planes);
+        let mut bytes = vec![0u8; shift];
+        let mut offsets = Vec::new();
+        for (plane, h) in layout.planes().iter().zip(&host) {
+            offsets.push(bytes.len());
+            for row in h.chunks(plane.pitch) {
+                bytes.extend_from_slice(row);
+                bytes.extend(std::iter::repeat_n(0xA5, extra_pitch));
+            }
+        }
+        // SAFETY: a context is bound to this thread (the caller's); freed by the caller.
+        let base = unsafe { cudarc::driver::result::malloc_sync(bytes.len()) }.unwrap();
+        // SAFETY: `base` is a live allocation of bytes.len() bytes.
+        unsafe { cudarc::driver::result::memcpy_htod_sync(base, &bytes) }.unwrap();
+        let planes = layout
+            .planes()
+            .iter()
+            .zip(offsets)
+            .map(|(p, at)| DevicePlane {
+                ptr: base + at as u64,
+                pitch: p.pitch + extra_pitch,
+            })
+            .collect();
+        (base, planes)
+    }
+
+    /// Device planes are copied into the slots by one launch of the copy
+    /// kernel where it may (16-byte grain, memory of the publisher's
+    /// context), else by the driver's copy calls; either way every byte
+    /// arrives, checked by a `cuframes subscribe --verify` process, and the
+    /// publisher's `kernel_copies` says which path each case took.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn device_frames_copied_by_the_kernel_or_the_copy_calls() {
+        let ctx = CudaContext::new(0).unwrap();
+        ctx.bind_to_thread().unwrap();
+        // (what, format, width, height, shift, extra pitch, by the kernel)
+        let cases = [
+            (
+                "nv12 1080p, planes back to back",
+                PixelFormat::Nv12,
+                1920,
+                1080,
+                0,
+                0,
+                true,
+            ),
+            (
+                "nv12 1080p, a wider source pitch",
+                PixelFormat::Nv12,
+                1920,
+                1080,
+                0,
+                256,
+                true,
+            ),
+            (
+                "yuv420p 720p, three planes",
+                PixelFormat::Yuv420p,
+                1280,
+                720,
+                0,
+                0,
+                true,
+            ),
+            ("p010 640x360", PixelFormat::P010, 640, 360, 0, 0, true),
+            (
+                "nv12 1080p, source 8 bytes off the grain",
+                PixelFormat::Nv12,
+                1920,
+                1080,
+                8,
+                0,
+                false,
+            ),
+            (
+                "nv12 1912 wide, rows off the grain",
+                PixelFormat::Nv12,
+                1912,
+                1080,
+                0,
+                0,
+                false,
+            ),
+            (
+                "nv12 1080p, source pitch off the grain",
+                PixelFormat::Nv12,
+                1920,
+                1080,
+                0,
+                8,
+                false,
+            ),
+        ];
+        let frames = 40u64;
+        for (what, format, width, height, shift, extra_pitch, by_kernel) in cases {
+            let env = TestEnv::new();
+            let key = env.key("kernel");
+            let mut cfg = PublisherConfig::new(key.clone(), format, width, height);
+            cfg.memory = MemoryRequest::Cuda;
+            cfg.policy = Policy::StrictWait;
+            cfg.runtime_dir = Some(env.dir().to_owned());
+            cfg.cuda = Some(cuframes::CudaBinding {
+                context: ctx.cu_ctx() as usize,
+                stream: 0,
+            });
+            let mut publisher = Publisher::create(cfg).unwrap();
+            let layout = publisher.layout().clone();
+            let sub = env.subscribe(&key, &format!("--verify --frames {frames}"));
+            publisher
+                .wait_for_subscribers(1, Duration::from_secs(10))
+                .unwrap();
+            for frame in 0..frames {
+                let (base, planes) = device_frame(&layout, frame, shift, extra_pitch);
+                publisher.publish_device(&planes, frame as i64).unwrap();
+                ctx.default_stream().synchronize().unwrap();
+                // SAFETY: allocated by device_frame; the copy is done (synchronised above).
+                unsafe { cudarc::driver::result::free_sync(base) }.unwrap();
+            }
+            publisher.flush(Duration::from_secs(5)).unwrap();
+            let kernel_copies = publisher.stats().kernel_copies;
+            drop(publisher);
+            let summary = sub.wait(Duration::from_secs(30)).assert_success().json();
+            assert_all_verified(&summary, 1, frames);
+            assert_eq!(
+                kernel_copies,
+                if by_kernel { frames } else { 0 },
+                "{what}: frames copied by the kernel"
+            );
+            eprintln!("{what}: {kernel_copies} of {frames} by the kernel, all verified");
+        }
+    }
+
+    /// A device address that is no allocation is the caller's error, not a
+    /// dead context: the publish fails with the driver's error (never
+    /// reaching the kernel, whose fault would end the context) and the
+    /// frames after it arrive whole.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn a_forged_device_address_fails_one_publish_only() {
+        let ctx = CudaContext::new(0).unwrap();
+        ctx.bind_to_thread().unwrap();
+        let env = TestEnv::new();
+        let key = env.key("forged");
+        let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 1920, 1080);
+        cfg.memory = MemoryRequest::Cuda;
+        cfg.policy = Policy::StrictWait;
+        cfg.runtime_dir = Some(env.dir().to_owned());
+        cfg.cuda = Some(cuframes::CudaBinding {
+            context: ctx.cu_ctx() as usize,
+            stream: 0,
+        });
+        let mut publisher = Publisher::create(cfg).unwrap();
+        let layout = publisher.layout().clone();
+        let sub = env.subscribe(&key, "--verify --frames 20");
+        publisher
+            .wait_for_subscribers(1, Duration::from_secs(10))
+            .unwrap();
+        let (base, planes) = device_frame(&layout, 0, 0, 0);
+        // The first pages of the address space: never an allocation, and on
+        // the kernel's 16-byte grain, so only the driver's word keeps it out.
+        let forged: Vec<DevicePlane> = planes
+            .iter()
+            .map(|p| DevicePlane {
+                ptr: 0x1000 + (p.ptr - base),
+                pitch: p.pitch,
+            })
+            .collect();
+        let err = publisher.publish_device(&forged, 0).unwrap_err();
+        eprintln!("forged address: {err}");
+        assert_eq!(err.kind(), ErrorKind::Cuda, "{err}");
+        assert_eq!(publisher.stats().kernel_copies, 0);
+        // SAFETY: allocated by device_frame, not used since.
+        unsafe { cudarc::driver::result::free_sync(base) }.unwrap();
+        for frame in 0..20u64 {
+            let (base, planes) = device_frame(&layout, frame, 0, 0);
+            publisher.publish_device(&planes, frame as i64).unwrap();
+            ctx.default_stream().synchronize().unwrap();
+            // SAFETY: allocated by device_frame; the copy is done.
+            unsafe { cudarc::driver::result::free_sync(base) }.unwrap();
+        }
+        publisher.flush(Duration::from_secs(5)).unwrap();
+        assert_eq!(publisher.stats().kernel_copies, 20);
+        drop(publisher);
+        let summary = sub.wait(Duration::from_secs(30)).assert_success().json();
+        assert_all_verified(&summary, 1, 20);
+    }
+
     /// EXTERNAL ownership: the caller's own device buffers are the slots; frames
     /// are written into them directly and published with no copy by the library.
     #[test]

@@ -33,7 +33,10 @@
 //! only this reaches that path on a GPU. `CUFRAMES_TEST_NO_FD_SHARING=1`
 //! makes the GPU look unable to share memory as file descriptors (as a MIG
 //! instance or a GPU without VMM is): `cuda_share=fd` is refused, `auto`
-//! falls back to IPC handles and says why.
+//! falls back to IPC handles and says why. `CUFRAMES_TEST_NO_COPY_KERNEL=1`
+//! makes a CUDA publisher copy every frame with the driver's copy calls, as
+//! where its copy kernel does not load: the path before the kernel, for
+//! tests and for benchmarks of the two side by side.
 
 use std::sync::OnceLock;
 
@@ -50,6 +53,7 @@ pub(crate) fn announce() {
             STALL_AT_ENV,
             NO_STREAM_MEMOPS_ENV,
             NO_FD_SHARING_ENV,
+            NO_COPY_KERNEL_ENV,
         ] {
             if let Ok(value) = std::env::var(name) {
                 crate::log::warning!(
@@ -142,4 +146,14 @@ pub const NO_FD_SHARING_ENV: &str = "CUFRAMES_TEST_NO_FD_SHARING";
 pub(crate) fn fd_sharing_disabled() -> bool {
     static DISABLED: OnceLock<bool> = OnceLock::new();
     *DISABLED.get_or_init(|| std::env::var(NO_FD_SHARING_ENV).is_ok_and(|v| v == "1"))
+}
+
+/// The environment variable that keeps the copy kernel unloaded.
+pub const NO_COPY_KERNEL_ENV: &str = "CUFRAMES_TEST_NO_COPY_KERNEL";
+
+/// True when a test asks CUDA publishers to copy with the driver's copy
+/// calls only.
+pub(crate) fn copy_kernel_disabled() -> bool {
+    static DISABLED: OnceLock<bool> = OnceLock::new();
+    *DISABLED.get_or_init(|| std::env::var(NO_COPY_KERNEL_ENV).is_ok_and(|v| v == "1"))
 }

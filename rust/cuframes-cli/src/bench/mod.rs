@@ -467,6 +467,8 @@ struct Measured {
     device_copy_fps: Option<f64>,
     /// cuframes strict-wait: (publishes that waited for a slot, ns spent waiting).
     ack_waits: Option<(u64, u64)>,
+    /// cuframes: frames the publisher copied with its CUDA copy kernel.
+    kernel_copies: Option<u64>,
 }
 
 fn host_planes<'a>(g: &Geometry, frame: &'a [u8]) -> Vec<HostPlane<'a>> {
@@ -634,6 +636,7 @@ fn summarize(plan: &Plan, transport: Transport, m: &Measured) -> (Value, Vec<u64
         "device_copy_fps": m.device_copy_fps.map(round1),
         "publisher_slot_waits": m.ack_waits.map(|(n, _)| n),
         "publisher_slot_wait_us_per_frame": m.ack_waits.map(|(_, ns)| per_frame(ns, frames)),
+        "publisher_kernel_copies": m.kernel_copies,
         "per_subscriber": subs,
         "error": m.error,
     });

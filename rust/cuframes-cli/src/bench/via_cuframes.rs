@@ -60,6 +60,7 @@ pub(super) fn publish(plan: &Plan, source: &mut Source, round: usize) -> Result<
     let published_ns = clock::monotonic_ns();
     let stats = publisher.stats();
     let ack_waits = Some((stats.ack_waits, stats.ack_wait_ns));
+    let kernel_copies = Some(stats.kernel_copies);
     if let Err(e) = publisher.flush(plan.timeout) {
         error.get_or_insert(e.to_string());
     }
@@ -74,6 +75,7 @@ pub(super) fn publish(plan: &Plan, source: &mut Source, round: usize) -> Result<
         error: error.or(sub_error),
         device_copy_fps,
         ack_waits,
+        kernel_copies,
     })
 }
 

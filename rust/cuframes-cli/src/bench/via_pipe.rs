@@ -62,6 +62,7 @@ pub(super) fn publish(plan: &Plan, source: &mut Source) -> Result<Measured> {
         error: sub_error.or(error),
         device_copy_fps: None,
         ack_waits: None,
+        kernel_copies: None,
     })
 }
 

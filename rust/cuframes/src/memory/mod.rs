@@ -176,6 +176,10 @@ pub(crate) trait SlotPool: Send + std::fmt::Debug {
     ) -> Result<()>;
     /// Where plane `plane` of slot `index` starts (for in-place writes).
     fn slot_plane(&self, index: usize, layout: &FrameLayout, plane: usize) -> PlanePtr;
+    /// Frames this pool copied in with the CUDA copy kernel.
+    fn kernel_copies(&self) -> u64 {
+        0
+    }
     /// The caller wrote frame `seq` into slot `index` in place (CUDA: mark
     /// it done on the caller's stream).
     fn written_in_place(&mut self, _index: usize, _seq: u64) -> Result<()> {

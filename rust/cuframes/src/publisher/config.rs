@@ -210,4 +210,8 @@ pub struct PublisherStats {
     pub ack_waits: u64,
     /// STRICT_WAIT: time spent in those waits, in nanoseconds.
     pub ack_wait_ns: u64,
+    /// CUDA slots: frames copied in by one launch of the library's copy
+    /// kernel rather than by the driver's copy calls (a source the kernel
+    /// may not read, or of another layout, takes the calls).
+    pub kernel_copies: u64,
 }

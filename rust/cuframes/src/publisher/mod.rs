@@ -150,6 +150,7 @@ impl Publisher {
     pub fn stats(&self) -> PublisherStats {
         PublisherStats {
             rejected_connections: self.control_stats.rejected.load(Ordering::Relaxed),
+            kernel_copies: self.pool.kernel_copies(),
             ..self.stats
         }
     }

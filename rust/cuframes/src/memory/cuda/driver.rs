@@ -318,6 +318,73 @@ pub(crate) fn allocation_range(ptr: CUdeviceptr) -> Result<(CUdeviceptr, usize)>
     Ok((base, size))
 }
 
+/// The allocation holding a device pointer, and whether kernels of a
+/// given context can read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Allocation {
+    pub base: CUdeviceptr,
+    pub size: usize,
+    /// Allocated in (or registered with) that context and readable by its
+    /// kernels at the same address: a kernel reading memory it cannot reach
+    /// is a sticky error that ends the context, where a copy call that
+    /// cannot reach it returns an error code.
+    pub kernel_readable: bool,
+}
+
+impl Allocation {
+    /// Whether `start..end` lies within it.
+    pub(crate) fn holds(&self, start: CUdeviceptr, end: CUdeviceptr) -> bool {
+        start >= self.base && start <= end && end <= self.base + self.size as CUdeviceptr
+    }
+}
+
+/// The allocation holding `ptr`, its kernels' view judged for `ctx` (context
+/// current); None where the driver knows no allocation there (host memory,
+/// a freed or forged address). One driver call.
+pub(crate) fn allocation_of(ptr: CUdeviceptr, ctx: CUcontext) -> Option<Allocation> {
+    use sys::CUpointer_attribute::*;
+    let mut attributes = [
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        CU_POINTER_ATTRIBUTE_CONTEXT,
+        CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+    ];
+    let (mut base, mut size, mut owner, mut device_ptr): (CUdeviceptr, usize, CUcontext, CUdeviceptr) =
+        (0, 0, std::ptr::null_mut(), 0);
+    let mut data: [*mut std::ffi::c_void; 4] = [
+        (&raw mut base).cast(),
+        (&raw mut size).cast(),
+        (&raw mut owner).cast(),
+        (&raw mut device_ptr).cast(),
+    ];
+    // SAFETY: a context is current; each data pointer points to a live
+    // variable of the attribute's type (CUdeviceptr, size_t, CUcontext,
+    // CUdeviceptr), four of each array. An address the driver does not
+    // know leaves the defaults (zeros) and returns success.
+    let result = unsafe {
+        sys::cuPointerGetAttributes(
+            attributes.len() as u32,
+            attributes.as_mut_ptr(),
+            data.as_mut_ptr(),
+            ptr,
+        )
+    };
+    if result == sys::CUresult::CUDA_SUCCESS && size > 0 {
+        return Some(Allocation {
+            base,
+            size,
+            kernel_readable: !owner.is_null() && owner == ctx && device_ptr == ptr,
+        });
+    }
+    // Some memory (VMM mappings) may refuse an attribute: its range still
+    // serves a copy call, never the kernel.
+    allocation_range(ptr).ok().map(|(base, size)| Allocation {
+        base,
+        size,
+        kernel_readable: false,
+    })
+}
+
 /// The IPC handle of an allocation's base.
 pub(crate) fn ipc_mem_handle(ptr: CUdeviceptr) -> Result<[u8; 64]> {
     let mut handle = sys::CUipcMemHandle { reserved: [0; 64] };

@@ -14,12 +14,15 @@
 //!   recorded after each publish. Needs a shared PID namespace.
 //!
 //! Both keep the frame layout's pitches (rows aligned to 256 bytes, as
-//! FFmpeg's CUDA frames). Publish queues 2D copies on the caller's stream.
+//! FFmpeg's CUDA frames). Publish queues, on the caller's stream, one launch
+//! of a copy kernel for all planes where the kernel may read the source
+//! (`copy_kernel`), else the driver's copy calls.
 //! A subscriber maps every slot once in its context and unmaps them when
 //! the last lease and the subscriber are gone. A context on another GPU
 //! than the publisher's reads the frames over peer access when the two GPUs
 //! can peer, and is refused otherwise (`route`).
 
+mod copy_kernel;
 pub(crate) mod driver;
 mod mapping;
 mod pool;

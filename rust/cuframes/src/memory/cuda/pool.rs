@@ -1,9 +1,12 @@
 //! The publisher's side: the slots allocated and shared (D17, D27), the
-//! fence array (D28), and copies into the slots.
+//! fence array (D28), and copies into the slots: one launch of the copy
+//! kernel a frame where it may read the sources, else the driver's copy calls.
 
+use std::cell::RefCell;
 use std::os::fd::OwnedFd;
 
-use super::driver::{CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
+use super::copy_kernel::{self, CopyKernel, KernelPlane};
+use super::driver::{Allocation, CUcontext, CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
 use super::{driver, fd_event_handle, fd_slot_handle, stream_of, vmm};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::FrameLayout;
@@ -21,6 +24,19 @@ pub(crate) struct CudaPool {
     /// EXTERNAL ownership: the caller's buffers, never freed here.
     external: bool,
     device_uuid: [u8; 16],
+    kernel: KernelState,
+    /// Frames copied in by the kernel.
+    kernel_copies: u64,
+}
+
+/// The copy kernel, loaded at the first frame it may copy: a publisher
+/// that copies from host memory, or never copies, never compiles it.
+#[derive(Debug)]
+enum KernelState {
+    NotTried,
+    Loaded(CopyKernel),
+    /// It did not load or launch (said once), or a test turned it off.
+    Unavailable,
 }
 
 /// The slots and how they are shared.
@@ -93,6 +109,8 @@ impl CudaPool {
             shared,
             external: false,
             device_uuid,
+            kernel: KernelState::NotTried,
+            kernel_copies: 0,
         })
     }
 
@@ -130,6 +148,8 @@ impl CudaPool {
             shared,
             external: true,
             device_uuid,
+            kernel: KernelState::NotTried,
+            kernel_copies: 0,
         })
     }
 
@@ -249,12 +269,22 @@ impl CudaPool {
         let _current = self.ctx.enter()?;
         let base = self.slot_base(index);
         let stream = stream_of(self.stream);
+        let allocations = SourceAllocations::new(self.ctx.ctx);
         // A copy must stay within one allocation: planes allocated apart
         // that happen to lie back to back are two copies.
-        let one_allocation = |start: CUdeviceptr, end: CUdeviceptr| {
-            driver::allocation_range(start).is_ok_and(|(base, size)| end <= base + size as CUdeviceptr)
-        };
-        for copy in plane_copies(sources, layout, one_allocation) {
+        let copies = plane_copies(sources, layout, |start, end| {
+            allocations.holding(start, end).is_some()
+        });
+        let planes = kernel_planes(&copies, base, |start, end| {
+            allocations.holding(start, end).is_some_and(|a| a.kernel_readable)
+        });
+        if let Some(planes) = planes
+            && self.launch_copy(&planes, stream)
+        {
+            self.kernel_copies += 1;
+            return self.mark_written(index, seq);
+        }
+        for copy in copies {
             let dst = base + copy.dst_offset as CUdeviceptr;
             match (copy.linear, copy.src) {
                 (true, Mem::Device(src)) => driver::copy_dtod(dst, src, copy.span(), stream)?,
@@ -271,6 +301,108 @@ impl CudaPool {
         }
         self.mark_written(index, seq)
     }
+
+    /// Queues the copy kernel over `planes` (context current): false where
+    /// it is unavailable or its launch failed (said once, never tried
+    /// again), and the caller copies with the copy calls instead.
+    fn launch_copy(&mut self, planes: &[KernelPlane], stream: CUstream) -> bool {
+        if let KernelState::NotTried = self.kernel {
+            self.kernel = if crate::testhook::copy_kernel_disabled() {
+                KernelState::Unavailable
+            } else {
+                let started = std::time::Instant::now();
+                match CopyKernel::load(self.ctx.device) {
+                    Ok(kernel) => {
+                        crate::log::debug!("frame copy kernel loaded in {:?}", started.elapsed());
+                        KernelState::Loaded(kernel)
+                    }
+                    Err(e) => {
+                        crate::log::warning!(
+                            "the frame copy kernel did not load ({e}): frames are copied with the driver's copy calls"
+                        );
+                        KernelState::Unavailable
+                    }
+                }
+            };
+        }
+        let KernelState::Loaded(kernel) = &self.kernel else {
+            return false;
+        };
+        match kernel.launch(planes, stream) {
+            Ok(()) => true,
+            Err(e) => {
+                crate::log::warning!(
+                    "the frame copy kernel failed to launch ({e}): frames are copied with the driver's copy calls from now on"
+                );
+                // Earlier launches of it may still be queued.
+                let _ = driver::stream_synchronize(stream);
+                kernel.unload();
+                self.kernel = KernelState::Unavailable;
+                false
+            }
+        }
+    }
+}
+
+/// The allocations of a frame's sources, each asked of the driver once a
+/// frame (an address may be freed and reused between frames).
+struct SourceAllocations {
+    ctx: CUcontext,
+    known: RefCell<Vec<Allocation>>,
+}
+
+impl SourceAllocations {
+    fn new(ctx: CUcontext) -> SourceAllocations {
+        SourceAllocations {
+            ctx,
+            known: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The allocation holding all of `start..end`, if one does.
+    fn holding(&self, start: CUdeviceptr, end: CUdeviceptr) -> Option<Allocation> {
+        if let Some(known) = self.known.borrow().iter().find(|a| a.holds(start, end)) {
+            return Some(*known);
+        }
+        let found = driver::allocation_of(start, self.ctx)?;
+        self.known.borrow_mut().push(found);
+        found.holds(start, end).then_some(found)
+    }
+}
+
+/// The frame's copies as the copy kernel's planes, or None where one must
+/// go through the copy calls: a host source, more copies than a launch
+/// takes, a plane off the kernel's 16-byte grain, or a source range that
+/// `kernel_readable(start, end)` does not vouch for (checked last: it asks
+/// the driver).
+fn kernel_planes(
+    copies: &[PlaneCopy],
+    slot_base: CUdeviceptr,
+    kernel_readable: impl Fn(CUdeviceptr, CUdeviceptr) -> bool,
+) -> Option<Vec<KernelPlane>> {
+    if copies.is_empty() || copies.len() > copy_kernel::MAX_PLANES {
+        return None;
+    }
+    let planes = copies
+        .iter()
+        .map(|copy| match copy.src {
+            Mem::Device(src) if copy.rows > 0 => KernelPlane::new(
+                slot_base + copy.dst_offset as CUdeviceptr,
+                src,
+                copy.dst_pitch,
+                copy.src_pitch,
+                copy.row_bytes,
+                copy.rows,
+            )
+            .map(|plane| (src, plane)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let readable = copies.iter().zip(&planes).all(|(copy, &(src, _))| {
+        src.checked_add(copy.span() as CUdeviceptr)
+            .is_some_and(|end| kernel_readable(src, end))
+    });
+    readable.then(|| planes.into_iter().map(|(_, plane)| plane).collect())
 }
 
 /// One 2D copy into a slot: `rows` rows of `row_bytes` from `src` (pitch
@@ -445,6 +577,10 @@ impl SlotPool for CudaPool {
         PlanePtr::Device(self.slot_base(index) + layout.planes()[plane].offset as CUdeviceptr)
     }
 
+    fn kernel_copies(&self) -> u64 {
+        self.kernel_copies
+    }
+
     fn written_in_place(&mut self, index: usize, seq: u64) -> Result<()> {
         let _current = self.ctx.enter()?;
         self.mark_written(index, seq)
@@ -462,6 +598,9 @@ impl Drop for CudaPool {
         };
         // Copies still queued on the caller's stream must not write freed memory.
         let _ = driver::stream_synchronize(stream_of(self.stream));
+        if let KernelState::Loaded(kernel) = &self.kernel {
+            kernel.unload();
+        }
         match &self.shared {
             Shared::Ipc { slots, event, .. } => {
                 if !self.external {
@@ -579,6 +718,79 @@ mod tests {
         // Chroma before luma in the source.
         let before = [(Mem::Device(base + 2048 * 540), 2048), (Mem::Device(base), 2048)];
         assert_eq!(rows_of(&plane_copies(&before, &layout, |_, _| true)), [1080, 540]);
+    }
+
+    #[test]
+    fn frames_the_kernel_may_copy_and_those_it_may_not() {
+        let slot = 0x9000_0000u64;
+        let base = 0x7000_0000u64;
+        let readable = |_, _| true;
+        // 4K NV12 from NVDEC: one merged copy, one plane of the launch.
+        let layout = FrameLayout::aligned(PixelFormat::Nv12, 3840, 2160, 256).unwrap();
+        let nvdec = [(Mem::Device(base), 3840), (Mem::Device(base + 3840 * 2160), 3840)];
+        let copies = plane_copies(&nvdec, &layout, |_, _| true);
+        let planes = kernel_planes(&copies, slot, readable).unwrap();
+        assert_eq!(
+            planes,
+            [KernelPlane::new(slot, base, 3840, 3840, 3840, 3240).unwrap()]
+        );
+        // 1080p: two copies, two planes of one launch; each source range is
+        // asked about as a whole.
+        let layout = FrameLayout::aligned(PixelFormat::Nv12, 1920, 1080, 256).unwrap();
+        let nv = [(Mem::Device(base), 2048), (Mem::Device(base + 2048 * 1088), 2048)];
+        let copies = plane_copies(&nv, &layout, |_, _| true);
+        let asked = RefCell::new(Vec::new());
+        let planes = kernel_planes(&copies, slot, |start, end| {
+            asked.borrow_mut().push((start, end));
+            true
+        });
+        assert_eq!(planes.map(|p| p.len()), Some(2));
+        assert_eq!(
+            *asked.borrow(),
+            [
+                (base, base + 2048 * 1079 + 1920),
+                (base + 2048 * 1088, base + 2048 * 1088 + 2048 * 539 + 1920)
+            ]
+        );
+        // A source the driver does not vouch for: the copy calls.
+        assert!(kernel_planes(&copies, slot, |start, _| start == base).is_none());
+        // Off the kernel's 16-byte grain: never asks the driver.
+        let never = |_: u64, _: u64| -> bool { panic!("asked about a frame the kernel cannot copy") };
+        let shifted = [
+            (Mem::Device(base + 8), 2048),
+            (Mem::Device(base + 2048 * 1088), 2048),
+        ];
+        assert!(kernel_planes(&plane_copies(&shifted, &layout, |_, _| true), slot, never).is_none());
+        let odd = FrameLayout::aligned(PixelFormat::Nv12, 1912, 1080, 256).unwrap();
+        let narrow = [(Mem::Device(base), 2048), (Mem::Device(base + 2048 * 1088), 2048)];
+        assert!(kernel_planes(&plane_copies(&narrow, &odd, |_, _| true), slot, never).is_none());
+        let pitch = [(Mem::Device(base), 2056), (Mem::Device(base + 2056 * 1088), 2056)];
+        assert!(kernel_planes(&plane_copies(&pitch, &layout, |_, _| true), slot, never).is_none());
+        // Host memory, or any plane of it.
+        let host = [
+            (Mem::Device(base), 2048),
+            (Mem::Host((base + 2048 * 1088) as usize as *const u8), 2048),
+        ];
+        assert!(kernel_planes(&plane_copies(&host, &layout, |_, _| true), slot, never).is_none());
+        // More copies than one launch takes.
+        let one = copies[0];
+        assert!(kernel_planes(&[one; copy_kernel::MAX_PLANES + 1], slot, never).is_none());
+        assert_eq!(
+            kernel_planes(&[one; copy_kernel::MAX_PLANES], slot, readable).map(|p| p.len()),
+            Some(copy_kernel::MAX_PLANES)
+        );
+        // yuv420p: three planes (the chroma ones merged: two).
+        let yuv = FrameLayout::aligned(PixelFormat::Yuv420p, 1280, 720, 256).unwrap();
+        let p = yuv.planes();
+        let sources: Vec<_> = p
+            .iter()
+            .map(|p| (Mem::Device(base + p.offset as u64), p.pitch))
+            .collect();
+        let copies = plane_copies(&sources, &yuv, |_, _| true);
+        assert_eq!(
+            kernel_planes(&copies, slot, readable).map(|p| p.len()),
+            Some(copies.len())
+        );
     }
 
     #[test]
