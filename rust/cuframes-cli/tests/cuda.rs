@@ -713,6 +713,57 @@ mod needs_gpu {
             );
             eprintln!("{what}: {kernel_copies} of {frames} by the kernel, all verified");
         }
+        // Memory of no context: a stream-ordered allocation (cudarc's, as
+        // `cuframes bench` makes; cudaMallocAsync), which the device may read.
+        let env = TestEnv::new();
+        let key = env.key("pooled");
+        let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 1920, 1080);
+        cfg.memory = MemoryRequest::Cuda;
+        cfg.policy = Policy::StrictWait;
+        cfg.runtime_dir = Some(env.dir().to_owned());
+        cfg.cuda = Some(cuframes::CudaBinding {
+            context: ctx.cu_ctx() as usize,
+            stream: 0,
+        });
+        let mut publisher = Publisher::create(cfg).unwrap();
+        let layout = publisher.layout().clone();
+        let sub = env.subscribe(&key, &format!("--verify --frames {frames}"));
+        publisher
+            .wait_for_subscribers(1, Duration::from_secs(10))
+            .unwrap();
+        let stream = ctx.default_stream();
+        for frame in 0..frames {
+            let mut bytes = vec![0u8; layout.size()];
+            {
+                let (y, uv) = bytes.split_at_mut(layout.planes()[1].offset);
+                pattern::fill_frame(&layout, frame, &mut [y, uv]);
+            }
+            let pooled = stream.clone_htod(&bytes).unwrap();
+            let base = pooled.device_ptr(&stream).0;
+            let planes: Vec<DevicePlane> = layout
+                .planes()
+                .iter()
+                .map(|p| DevicePlane {
+                    ptr: base + p.offset as u64,
+                    pitch: p.pitch,
+                })
+                .collect();
+            stream.synchronize().unwrap();
+            publisher.publish_device(&planes, frame as i64).unwrap();
+            stream.synchronize().unwrap();
+        }
+        publisher.flush(Duration::from_secs(5)).unwrap();
+        let kernel_copies = publisher.stats().kernel_copies;
+        drop(publisher);
+        let summary = sub.wait(Duration::from_secs(30)).assert_success().json();
+        assert_all_verified(&summary, 1, frames);
+        eprintln!(
+            "nv12 1080p from a stream-ordered pool: {kernel_copies} of {frames} by the kernel, all verified"
+        );
+        assert_eq!(
+            kernel_copies, frames,
+            "stream-ordered memory: frames copied by the kernel"
+        );
     }
 
     /// A device address that is no allocation is the caller's error, not a

@@ -370,10 +370,18 @@ pub(crate) fn allocation_of(ptr: CUdeviceptr, ctx: CUcontext) -> Option<Allocati
         )
     };
     if result == sys::CUresult::CUDA_SUCCESS && size > 0 {
+        // Memory of no context (stream-ordered pools, VMM mappings such as
+        // PyTorch's expandable segments) is readable where the driver grants
+        // this context's device access to it.
+        let ours = if owner.is_null() {
+            device_access_readable(ptr)
+        } else {
+            owner == ctx
+        };
         return Some(Allocation {
             base,
             size,
-            kernel_readable: !owner.is_null() && owner == ctx && device_ptr == ptr,
+            kernel_readable: ours && device_ptr == ptr,
         });
     }
     // Some memory (VMM mappings) may refuse an attribute: its range still
@@ -383,6 +391,25 @@ pub(crate) fn allocation_of(ptr: CUdeviceptr, ctx: CUcontext) -> Option<Allocati
         size,
         kernel_readable: false,
     })
+}
+
+/// Whether the current context's device may read the memory at `ptr`
+/// (`CU_POINTER_ATTRIBUTE_ACCESS_FLAGS`: read or read-write).
+fn device_access_readable(ptr: CUdeviceptr) -> bool {
+    // Wider than the attribute's 4-byte enum, zeroed: the value reads the
+    // same whatever width the driver writes.
+    let mut flags: u64 = 0;
+    // SAFETY: a context is current; `flags` is a live, zeroed 8-byte
+    // variable, at least the attribute's size.
+    let result = unsafe {
+        sys::cuPointerGetAttribute(
+            (&raw mut flags).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_ACCESS_FLAGS,
+            ptr,
+        )
+    };
+    let read = sys::CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS::CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ as u64;
+    result == sys::CUresult::CUDA_SUCCESS && flags & read != 0
 }
 
 /// The IPC handle of an allocation's base.
