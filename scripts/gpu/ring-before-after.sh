@@ -18,9 +18,11 @@ for r in $(seq 1 "$rounds"); do
                 --frames 5000 --transports cuframes --verify none --json 2>/dev/null) || { echo "round $r $which subs=$subs: FAILED"; continue; }
             python3 -c 'import json,sys
 d = json.loads(sys.argv[1])[0]
-print("round %s %-6s subs=%s: fps %.0f p50 %.1f us p99 %.1f us publisher %.1f us/frame subscriber %.1f us/frame" % (
+kernel = d.get("publisher_kernel_copies")
+print("round %s %-6s subs=%s: fps %.0f p50 %.1f us p99 %.1f us publisher %.1f us/frame subscriber %.1f us/frame%s" % (
     sys.argv[2], sys.argv[3], sys.argv[4], d["fps"], d["p50_us"], d["p99_us"],
-    d["publisher_cpu_us_per_frame"], d["subscriber_cpu_us_per_frame"]))' "$json" "$r" "$which" "$subs"
+    d["publisher_cpu_us_per_frame"], d["subscriber_cpu_us_per_frame"],
+    "" if kernel is None else " kernel copies %d" % kernel))' "$json" "$r" "$which" "$subs"
         done
     done
 done
