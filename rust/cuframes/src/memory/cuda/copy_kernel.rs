@@ -4,8 +4,8 @@
 //! ~6.3 µs and a 1080p frame's two 2D calls ~8 µs, and the GPU moves a 4K
 //! frame sooner (bench/runs/2026-12-06e, docs/benchmarks.md).
 //!
-//! The kernel is PTX, compiled by the driver when a pool first copies from
-//! device memory (the driver caches the result on disk). The pool decides
+//! The kernel is PTX, compiled by the driver at the first frame a pool may
+//! copy with it (the driver caches the result on disk). The pool decides
 //! which frames it may copy (`pool.rs`): a kernel that reads memory its
 //! context cannot reach ends that context, so only sources the driver says
 //! this context's kernels can read go through it.

@@ -324,10 +324,11 @@ pub(crate) fn allocation_range(ptr: CUdeviceptr) -> Result<(CUdeviceptr, usize)>
 pub(crate) struct Allocation {
     pub base: CUdeviceptr,
     pub size: usize,
-    /// Allocated in (or registered with) that context and readable by its
-    /// kernels at the same address: a kernel reading memory it cannot reach
-    /// is a sticky error that ends the context, where a copy call that
-    /// cannot reach it returns an error code.
+    /// Readable by that context's kernels at the same address: allocated in
+    /// (or registered with) that context, or of no context with read access
+    /// granted to its device. A kernel reading memory it cannot reach is a
+    /// sticky error that ends the context, where a copy call that cannot
+    /// reach it returns an error code.
     pub kernel_readable: bool,
 }
 
