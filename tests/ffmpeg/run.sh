@@ -424,7 +424,7 @@ failed_cleanly() {
 
 # expire NAME LIMIT_S WANT_MS PATTERN ARGS...: ffmpeg ARGS must fail (not be killed by
 # timeout(1)) within WANT_MS x [0.8, 3] (+ 2 s for ffmpeg's start on a busy host), and
-# say PATTERN. Sets OK=0 when it does not.
+# say PATTERN. Sets OK=0 when it does not, and TOOK to the milliseconds it took.
 expire() {
     local name=$1 limit=$2 want=$3 pattern=$4 t rc took
     shift 4
@@ -432,6 +432,7 @@ expire() {
     ff "$limit" "$@" 2>"$d/$name.err"
     rc=$?
     took=$(($(now_ms) - t))
+    TOOK=$took
     if ! failed_cleanly $rc; then
         echo "  $name: exit $rc (want an error)"; show "$d/$name.err"; OK=0; return
     fi
@@ -613,6 +614,12 @@ test_start_waits() {
         -xerror -f cuframes -wait_timeout 1 -timeout 1 -i "$KEY" -f null -
     expire first-filter 20 1000 "No first frame from '$KEY' within 1 s of subscribing" \
         -xerror -filter_complex "cuframes=key=$KEY:wait_timeout=1:timeout=1" -f null -
+    # ffmpeg's stream probing gives up on the first frame once and the demuxer asks
+    # again: that read ends at the same deadline, counted from subscribing, instead of
+    # waiting as long again (it did: twice the wait, 6 s here).
+    expire probe-dev 20 3000 "No first frame from '$KEY' within 3 s of subscribing" \
+        -xerror -f cuframes -wait_timeout 3 -timeout 3 -i "$KEY" -f null -
+    [ "$TOOK" -lt 5000 ] || { echo "  probe-dev: $TOOK ms, about twice the wait (want about 3000)"; OK=0; }
     kill -KILL -- "-$pub" 2>/dev/null
     waitrc $pub
 
