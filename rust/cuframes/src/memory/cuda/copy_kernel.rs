@@ -14,7 +14,7 @@ use std::ffi::{CString, c_void};
 
 use cudarc::driver::sys;
 
-use super::driver::{CUdeviceptr, CUstream, check};
+use super::driver::{CUdeviceptr, CUstream, check, device_attribute};
 use crate::error::Result;
 
 /// Planes one launch copies; a frame with more goes through the copy calls.
@@ -97,16 +97,11 @@ unsafe impl Sync for CopyKernel {}
 impl CopyKernel {
     /// Compiles and loads the kernel in the current context, on `device`.
     pub(crate) fn load(device: sys::CUdevice) -> Result<CopyKernel> {
-        let mut sms = 0;
-        // SAFETY: `device` came from the driver; valid out-pointer.
-        let result = unsafe {
-            sys::cuDeviceGetAttribute(
-                &mut sms,
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                device,
-            )
-        };
-        check(result, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")?;
+        let sms = device_attribute(
+            device,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            "MULTIPROCESSOR_COUNT",
+        )?;
         let ptx = CString::new(ptx()).expect("the PTX has no NUL");
         let mut module: sys::CUmodule = std::ptr::null_mut();
         // SAFETY: a context is current; the image is a NUL-terminated PTX

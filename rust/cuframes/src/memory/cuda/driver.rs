@@ -280,6 +280,20 @@ pub(crate) fn can_access_peer(device: sys::CUdevice, peer: sys::CUdevice) -> Res
     Ok(can != 0)
 }
 
+/// A device attribute's value; `name` names it in the error.
+pub(crate) fn device_attribute(
+    device: sys::CUdevice,
+    attribute: sys::CUdevice_attribute,
+    name: &str,
+) -> Result<i32> {
+    let mut value = 0;
+    // SAFETY: valid device ordinal handle and out-pointer; an unknown
+    // attribute on an old driver is an error code.
+    let result = unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, device) };
+    check(result, &format!("cuDeviceGetAttribute({name})"))?;
+    Ok(value)
+}
+
 fn current_device() -> Result<sys::CUdevice> {
     let mut device: sys::CUdevice = 0;
     // SAFETY: a context is current (callers push one first); valid out-pointer.
@@ -371,9 +385,9 @@ pub(crate) fn allocation_of(ptr: CUdeviceptr, ctx: CUcontext) -> Option<Allocati
         )
     };
     if result == sys::CUresult::CUDA_SUCCESS && size > 0 {
-        // Memory of no context (stream-ordered pools, VMM mappings such as
-        // PyTorch's expandable segments) is readable where the driver grants
-        // this context's device access to it.
+        // Memory of no context (a stream-ordered pool, shown on the GPU; by
+        // the same rule VMM mappings, not shown) is readable where the driver
+        // grants this context's device access to it.
         let ours = if owner.is_null() {
             device_access_readable(ptr)
         } else {
@@ -385,8 +399,8 @@ pub(crate) fn allocation_of(ptr: CUdeviceptr, ctx: CUcontext) -> Option<Allocati
             kernel_readable: ours && device_ptr == ptr,
         });
     }
-    // Some memory (VMM mappings) may refuse an attribute: its range still
-    // serves a copy call, never the kernel.
+    // Should the driver refuse one of the attributes for some memory, its
+    // range still serves a copy call, never the kernel.
     allocation_range(ptr).ok().map(|(base, size)| Allocation {
         base,
         size,

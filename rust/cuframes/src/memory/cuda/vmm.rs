@@ -11,19 +11,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use cudarc::driver::sys;
 
-use super::driver::{CUdeviceptr, CUstream, check};
+use super::driver::{CUdeviceptr, CUstream, check, device_attribute};
 use crate::error::{Error, ErrorKind, Result};
 
 type Handle = sys::CUmemGenericAllocationHandle;
-
-fn device_attribute(device: sys::CUdevice, attribute: sys::CUdevice_attribute, name: &str) -> Result<i32> {
-    let mut value = 0;
-    // SAFETY: valid device ordinal handle and out-pointer; an unknown
-    // attribute on an old driver is an error code.
-    let result = unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, device) };
-    check(result, &format!("cuDeviceGetAttribute({name})"))?;
-    Ok(value)
-}
 
 /// Why `device` cannot share memory as file descriptors, or None when it can.
 pub(crate) fn fd_sharing_unsupported(device: sys::CUdevice) -> Result<Option<String>> {
