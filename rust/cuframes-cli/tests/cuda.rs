@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use cudarc::driver::{CudaContext, DevicePtr};
 use cuframes::{
-    DevicePlane, ErrorKind, MemoryKind, MemoryRequest, PixelFormat, PlanePtr, Policy, Publisher,
-    PublisherConfig, Subscriber, SubscriberConfig, pattern,
+    CudaShareRequest, DevicePlane, ErrorKind, MemoryKind, MemoryRequest, PixelFormat, PlanePtr, Policy,
+    Publisher, PublisherConfig, Subscriber, SubscriberConfig, pattern,
 };
 
 mod needs_gpu {
@@ -612,13 +612,17 @@ mod needs_gpu {
     /// kernel where it may (16-byte grain, memory of the publisher's
     /// context), else by the driver's copy calls; either way every byte
     /// arrives, checked by a `cuframes subscribe --verify` process, and the
-    /// publisher's `kernel_copies` says which path each case took.
+    /// publisher's `kernel_copies` says which path each case took. Shared
+    /// as file descriptors the kernel writes the slot's fence itself (a
+    /// fence never written leaves the subscriber waiting, one written early
+    /// fails its check); as IPC handles the publisher records its event
+    /// after the launch.
     #[test]
     #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
     fn device_frames_copied_by_the_kernel_or_the_copy_calls() {
         let ctx = CudaContext::new(0).unwrap();
         ctx.bind_to_thread().unwrap();
-        // (what, format, width, height, shift, extra pitch, by the kernel)
+        // (what, format, width, height, shift, extra pitch, by the kernel, sharing)
         let cases = [
             (
                 "nv12 1080p, planes back to back",
@@ -628,6 +632,7 @@ mod needs_gpu {
                 0,
                 0,
                 true,
+                CudaShareRequest::Auto,
             ),
             (
                 "nv12 1080p, a wider source pitch",
@@ -637,6 +642,7 @@ mod needs_gpu {
                 0,
                 256,
                 true,
+                CudaShareRequest::Auto,
             ),
             (
                 "yuv420p 720p, three planes",
@@ -646,8 +652,28 @@ mod needs_gpu {
                 0,
                 0,
                 true,
+                CudaShareRequest::Auto,
             ),
-            ("p010 640x360", PixelFormat::P010, 640, 360, 0, 0, true),
+            (
+                "p010 640x360",
+                PixelFormat::P010,
+                640,
+                360,
+                0,
+                0,
+                true,
+                CudaShareRequest::Auto,
+            ),
+            (
+                "nv12 1080p, planes back to back, IPC handles",
+                PixelFormat::Nv12,
+                1920,
+                1080,
+                0,
+                0,
+                true,
+                CudaShareRequest::Ipc,
+            ),
             (
                 "nv12 1080p, source 8 bytes off the grain",
                 PixelFormat::Nv12,
@@ -656,6 +682,7 @@ mod needs_gpu {
                 8,
                 0,
                 false,
+                CudaShareRequest::Auto,
             ),
             (
                 "nv12 1912 wide, rows off the grain",
@@ -665,6 +692,7 @@ mod needs_gpu {
                 0,
                 0,
                 false,
+                CudaShareRequest::Auto,
             ),
             (
                 "nv12 1080p, source pitch off the grain",
@@ -674,14 +702,16 @@ mod needs_gpu {
                 0,
                 8,
                 false,
+                CudaShareRequest::Auto,
             ),
         ];
         let frames = 40u64;
-        for (what, format, width, height, shift, extra_pitch, by_kernel) in cases {
+        for (what, format, width, height, shift, extra_pitch, by_kernel, share) in cases {
             let env = TestEnv::new();
             let key = env.key("kernel");
             let mut cfg = PublisherConfig::new(key.clone(), format, width, height);
             cfg.memory = MemoryRequest::Cuda;
+            cfg.cuda_share = share;
             cfg.policy = Policy::StrictWait;
             cfg.runtime_dir = Some(env.dir().to_owned());
             cfg.cuda = Some(cuframes::CudaBinding {
@@ -706,6 +736,12 @@ mod needs_gpu {
             drop(publisher);
             let summary = sub.wait(Duration::from_secs(30)).assert_success().json();
             assert_all_verified(&summary, 1, frames);
+            let shared_as = if share == CudaShareRequest::Ipc {
+                "ipc"
+            } else {
+                "fd"
+            };
+            assert_eq!(summary["cuda_share"], shared_as, "{what}: {summary}");
             assert_eq!(
                 kernel_copies,
                 if by_kernel { frames } else { 0 },
