@@ -612,11 +612,9 @@ mod needs_gpu {
     /// kernel where it may (16-byte grain, memory of the publisher's
     /// context), else by the driver's copy calls; either way every byte
     /// arrives, checked by a `cuframes subscribe --verify` process, and the
-    /// publisher's `kernel_copies` says which path each case took. Shared
-    /// as file descriptors the kernel writes the slot's fence itself (a
-    /// fence never written leaves the subscriber waiting, one written early
-    /// fails its check); as IPC handles the publisher records its event
-    /// after the launch.
+    /// publisher's `kernel_copies` says which path each case took. After the
+    /// launch the publisher writes the slot's fence (shared as file
+    /// descriptors) or records its event (as IPC handles): both are covered.
     #[test]
     #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
     fn device_frames_copied_by_the_kernel_or_the_copy_calls() {

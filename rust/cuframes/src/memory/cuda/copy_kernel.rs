@@ -4,12 +4,6 @@
 //! ~6.3 µs and a 1080p frame's two 2D calls ~8 µs, and the GPU moves a 4K
 //! frame sooner (bench/runs/2026-12-06e, docs/benchmarks.md).
 //!
-//! Where the slots are shared as file descriptors, the kernel also writes
-//! the slot's fence word once every block's stores are visible (the last
-//! block to finish does, after a system-wide memory barrier), so a frame
-//! costs one driver call instead of a launch and a `cuStreamWriteValue64`
-//! (1.4-1.7 µs when the GPU keeps up, more when it does not).
-//!
 //! The kernel is PTX, compiled by the driver at the first frame a pool may
 //! copy with it (the driver caches the result on disk). The pool decides
 //! which frames it may copy (`pool.rs`): a kernel that reads memory its
@@ -20,8 +14,7 @@ use std::ffi::{CString, c_void};
 
 use cudarc::driver::sys;
 
-use super::driver::{self, CUdeviceptr, CUstream, DeviceAlloc, check, device_attribute};
-use super::vmm;
+use super::driver::{CUdeviceptr, CUstream, check, device_attribute};
 use crate::error::Result;
 
 /// Planes one launch copies; a frame with more goes through the copy calls.
@@ -40,9 +33,6 @@ const BLOCKS_PER_SM: u32 = 8;
 const MAX_UNITS: u64 = 1 << 31;
 
 const ENTRY: &str = "copy_planes";
-
-/// Parameters a plane takes: d, s, dp, sp, u, r.
-const PLANE_PARAMS: usize = 6;
 
 /// One plane of a launch: `rows` rows of `units` 16-byte units from `src`
 /// (pitch `src_pitch`) to `dst` (pitch `dst_pitch`).
@@ -90,24 +80,12 @@ impl KernelPlane {
     }
 }
 
-/// The fence word a launch writes `seq` to once the frame is in its slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct KernelFence {
-    pub word: CUdeviceptr,
-    pub seq: u64,
-}
-
 /// The kernel, loaded in one context.
 #[derive(Debug)]
 pub(crate) struct CopyKernel {
     module: sys::CUmodule,
     function: sys::CUfunction,
     max_blocks: u32,
-    /// Blocks of the running launch that have finished: the last one writes
-    /// the fence and sets it back to 0. Launches on one stream run one
-    /// after another, so one word serves them all. The publisher's own
-    /// memory: no subscriber maps it.
-    finished_blocks: DeviceAlloc,
 }
 
 // SAFETY: module and function handles are process-wide and usable from any
@@ -134,42 +112,22 @@ impl CopyKernel {
         let mut function: sys::CUfunction = std::ptr::null_mut();
         // SAFETY: `module` was loaded just above; NUL-terminated name.
         let result = unsafe { sys::cuModuleGetFunction(&mut function, module, name.as_ptr()) };
-        let finished_blocks = check(result, "cuModuleGetFunction(copy kernel)").and_then(|()| {
-            let word = driver::alloc(4)?;
-            match vmm::zero(word.ptr, 4) {
-                Ok(()) => Ok(word),
-                Err(e) => {
-                    driver::free(&word);
-                    Err(e)
-                }
-            }
-        });
-        match finished_blocks {
-            Ok(finished_blocks) => Ok(CopyKernel {
-                module,
-                function,
-                max_blocks: (sms.max(1) as u32) * BLOCKS_PER_SM,
-                finished_blocks,
-            }),
-            Err(e) => {
-                // SAFETY: loaded above, unloaded once.
-                let _ = unsafe { sys::cuModuleUnload(module) };
-                Err(e)
-            }
+        if let Err(e) = check(result, "cuModuleGetFunction(copy kernel)") {
+            // SAFETY: loaded above, unloaded once.
+            let _ = unsafe { sys::cuModuleUnload(module) };
+            return Err(e);
         }
+        Ok(CopyKernel {
+            module,
+            function,
+            max_blocks: (sms.max(1) as u32) * BLOCKS_PER_SM,
+        })
     }
 
-    /// Queues the copy of `planes` (1 to MAX_PLANES) on `stream`, and where
-    /// `fence` is given the write of its seq after the copy. The caller
+    /// Queues the copy of `planes` (1 to MAX_PLANES) on `stream`. The caller
     /// guarantees that every source range is readable by this context's
-    /// kernels and every destination range (the fence word's included) is
-    /// memory of this context.
-    pub(crate) fn launch(
-        &self,
-        planes: &[KernelPlane],
-        fence: Option<KernelFence>,
-        stream: CUstream,
-    ) -> Result<()> {
+    /// kernels and every destination range is a slot of this context.
+    pub(crate) fn launch(&self, planes: &[KernelPlane], stream: CUstream) -> Result<()> {
         assert!(
             (1..=MAX_PLANES).contains(&planes.len()),
             "1 to {MAX_PLANES} planes a launch"
@@ -180,20 +138,10 @@ impl CopyKernel {
         let blocks = most
             .div_ceil(u64::from(THREADS_PER_BLOCK))
             .clamp(1, u64::from(self.max_blocks)) as u32;
-        // A fence word of 0: no fence.
-        let (mut word, mut seq) = fence.map_or((0, 0), |f| (f.word, f.seq));
-        let mut finished_blocks = self.finished_blocks.ptr;
         // One pointer a parameter, in the kernel's order: d, s, dp, sp, u, r
-        // for each plane (a plane of 0 rows copies nothing), then the fence
-        // word, its seq and the finished-blocks word.
-        let mut params = [std::ptr::null_mut::<c_void>(); PLANE_PARAMS * MAX_PLANES + 3];
-        let (plane_params, fence_params) = params.split_at_mut(PLANE_PARAMS * MAX_PLANES);
-        fence_params.copy_from_slice(&[
-            (&raw mut word).cast::<c_void>(),
-            (&raw mut seq).cast(),
-            (&raw mut finished_blocks).cast(),
-        ]);
-        for (plane, slots) in all.iter_mut().zip(plane_params.chunks_exact_mut(PLANE_PARAMS)) {
+        // for each plane (a plane of 0 rows copies nothing).
+        let mut params = [std::ptr::null_mut::<c_void>(); 6 * MAX_PLANES];
+        for (plane, slots) in all.iter_mut().zip(params.chunks_exact_mut(6)) {
             slots.copy_from_slice(&[
                 (&raw mut plane.dst).cast::<c_void>(),
                 (&raw mut plane.src).cast(),
@@ -204,11 +152,10 @@ impl CopyKernel {
             ]);
         }
         // SAFETY: `function` is the kernel of `ptx()`, whose parameters are
-        // exactly the 27 above with their types (u64 x4, u32 x2 a plane,
-        // then u64 x3), each pointing into `all` or a local, which outlive
-        // the call (the driver copies the values when it queues the
-        // launch). The caller guarantees the ranges (see above); the
-        // finished-blocks word is this kernel's own; stream is live or null.
+        // exactly the 24 above with their types (u64 x4, u32 x2 a plane),
+        // each pointing into `all`, which outlives the call (the driver
+        // copies the values when it queues the launch). The caller
+        // guarantees the ranges (see above); stream is live or null.
         let result = unsafe {
             sys::cuLaunchKernel(
                 self.function,
@@ -227,10 +174,8 @@ impl CopyKernel {
         check(result, "cuLaunchKernel(copy kernel)")
     }
 
-    /// Unloads the module and frees its word (its context current, no
-    /// launch of it pending).
+    /// Unloads the module (its context current, no launch of it pending).
     pub(crate) fn unload(&self) {
-        driver::free(&self.finished_blocks);
         // SAFETY: loaded by `load`, unloaded once (the pool's Drop).
         let _ = unsafe { sys::cuModuleUnload(self.module) };
     }
@@ -238,8 +183,7 @@ impl CopyKernel {
 
 /// The kernel's PTX. Each thread takes units `i, i + stride, …` of each
 /// plane in turn (grid-stride): row `i / units`, unit `i % units`, a
-/// non-coherent 128-bit load from the source and a store to the slot. Then,
-/// with a fence word, the last block writes the fence (`FENCE_PTX`). PTX
+/// non-coherent 128-bit load from the source and a store to the slot. PTX
 /// 6.0 for sm_50 and later: the driver compiles it for the GPU at hand.
 fn ptx() -> String {
     let mut params = Vec::with_capacity(MAX_PLANES);
@@ -251,9 +195,8 @@ fn ptx() -> String {
         );
         body.push_str(&PLANE_PTX.replace('~', &k.to_string()));
     }
-    params.push("  .param .u64 fence, .param .u64 seq, .param .u64 finished".to_string());
     format!(
-        ".version 6.0\n.target sm_50\n.address_size 64\n.visible .entry {ENTRY}(\n{}\n)\n{{\n{PROLOGUE_PTX}{body}{FENCE_PTX}    ret;\n}}\n",
+        ".version 6.0\n.target sm_50\n.address_size 64\n.visible .entry {ENTRY}(\n{}\n)\n{{\n{PROLOGUE_PTX}{body}    ret;\n}}\n",
         params.join(",\n")
     )
 }
@@ -268,35 +211,6 @@ const PROLOGUE_PTX: &str = "    .reg .pred %p;
     mov.u32 %r4, %nctaid.x;
     mad.lo.u32 %r5, %r1, %r2, %r3;
     mul.lo.u32 %r6, %r4, %r2;
-";
-
-/// The fence, after every plane: each thread's stores are made visible to
-/// the GPU (`membar.gl`) before its block's barrier; thread 0 of each block
-/// then counts the block finished, and the block that counts last has
-/// seen every other block's stores. It sets the count back to 0 for the
-/// next launch, makes all of it visible system-wide (`membar.sys`, as the
-/// stream write's default barrier does) and writes the seq in one 64-bit
-/// store. %r3: thread in block; %r4: blocks.
-const FENCE_PTX: &str = "    ld.param.u64 %rd1, [fence];
-    setp.eq.u64 %p, %rd1, 0;
-    @%p bra END;
-    membar.gl;
-    bar.sync 0;
-    setp.ne.u32 %p, %r3, 0;
-    @%p bra END;
-    ld.param.u64 %rd2, [finished];
-    cvta.to.global.u64 %rd2, %rd2;
-    atom.global.add.u32 %r9, [%rd2], 1;
-    add.u32 %r9, %r9, 1;
-    setp.ne.u32 %p, %r9, %r4;
-    @%p bra END;
-    membar.gl;
-    st.global.u32 [%rd2], 0;
-    ld.param.u64 %rd3, [seq];
-    cvta.to.global.u64 %rd1, %rd1;
-    membar.sys;
-    st.volatile.global.u64 [%rd1], %rd3;
-END:
 ";
 
 /// One plane's loop, `~` its number.
@@ -367,14 +281,7 @@ mod tests {
         }
         assert!(!ptx.contains('~'));
         assert_eq!(ptx.matches("@%p bra DONE").count(), MAX_PLANES);
-        // The fence's parameters come last, with no comma after them, and
-        // its code after every plane's loop, before the one `ret`.
-        assert!(ptx.contains(".param .u64 fence, .param .u64 seq, .param .u64 finished\n)"));
-        let fence = ptx.find("[fence]").unwrap();
-        assert!(fence > ptx.find(&format!("DONE{}:", MAX_PLANES - 1)).unwrap());
-        assert_eq!(ptx.matches("ret;").count(), 1);
-        assert!(ptx.find("END:").unwrap() < ptx.find("ret;").unwrap());
-        // The seq is stored only after the system-wide barrier.
-        assert!(ptx.find("membar.sys").unwrap() < ptx.find("st.volatile.global.u64").unwrap());
+        // The last parameter has no comma after it.
+        assert!(ptx.contains(&format!(".param .u32 r{}\n)", MAX_PLANES - 1)));
     }
 }

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::os::fd::OwnedFd;
 
-use super::copy_kernel::{self, CopyKernel, KernelFence, KernelPlane};
+use super::copy_kernel::{self, CopyKernel, KernelPlane};
 use super::driver::{Allocation, CUcontext, CUdeviceptr, CUevent, CUstream, Context, DeviceAlloc, Mem};
 use super::{driver, fd_event_handle, fd_slot_handle, stream_of, vmm};
 use crate::error::{Error, ErrorKind, Result};
@@ -230,26 +230,22 @@ impl CudaPool {
         }
     }
 
-    /// Slot `index`'s word in the fd-mode fence array, where there is one.
-    fn fence_word(&self, index: usize) -> Option<CUdeviceptr> {
-        match &self.shared {
-            Shared::Fd {
-                fences: Some(fences), ..
-            } => Some(fences.mapped.ptr + 8 * index as CUdeviceptr),
-            _ => None,
-        }
-    }
-
     /// Marks frame `seq` of slot `index` done on the caller's stream, after
-    /// the work queued there (context current).
+    /// the work queued there (context current). The fence stays a stream
+    /// write even behind the copy kernel: written by the kernel's last block
+    /// instead, it saved the publisher a driver call (~7-9 µs a 4K frame
+    /// instead of ~14 at full rate), but a subscriber's GPU wait queued
+    /// before that store was met late, so under a saturated GPU its stream
+    /// backed up for ~1.3 ms at a time (p99 1.2-1.6 ms against 15-66 µs,
+    /// bench/runs/2026-12-06g): the driver's own write lets waiters go at once.
     fn mark_written(&self, index: usize, seq: u64) -> Result<()> {
         let stream = stream_of(self.stream);
-        if let Some(word) = self.fence_word(index) {
-            return vmm::stream_write_u64(stream, word, seq);
-        }
         match &self.shared {
             Shared::Ipc { event, .. } => driver::event_record(*event as CUevent, stream),
-            Shared::Fd { .. } => driver::stream_synchronize(stream),
+            Shared::Fd {
+                fences: Some(fences), ..
+            } => vmm::stream_write_u64(stream, fences.mapped.ptr + 8 * index as CUdeviceptr, seq),
+            Shared::Fd { fences: None, .. } => driver::stream_synchronize(stream),
         }
     }
 
@@ -288,16 +284,11 @@ impl CudaPool {
         let planes = kernel_planes(&copies, base, |start, end| {
             allocations.holding(start, end).is_some_and(|a| a.kernel_readable)
         });
-        if let Some(planes) = planes {
-            // The kernel writes an fd-mode fence itself: one driver call a frame.
-            let fence = self.fence_word(index).map(|word| KernelFence { word, seq });
-            if self.launch_copy(&planes, fence, stream) {
-                self.kernel_copies += 1;
-                return match fence {
-                    Some(_) => Ok(()),
-                    None => self.mark_written(index, seq),
-                };
-            }
+        if let Some(planes) = planes
+            && self.launch_copy(&planes, stream)
+        {
+            self.kernel_copies += 1;
+            return self.mark_written(index, seq);
         }
         for copy in copies {
             let dst = base + copy.dst_offset as CUdeviceptr;
@@ -320,7 +311,7 @@ impl CudaPool {
     /// Queues the copy kernel over `planes` (context current): false where
     /// it is unavailable or its launch failed (said once, never tried
     /// again), and the caller copies with the copy calls instead.
-    fn launch_copy(&mut self, planes: &[KernelPlane], fence: Option<KernelFence>, stream: CUstream) -> bool {
+    fn launch_copy(&mut self, planes: &[KernelPlane], stream: CUstream) -> bool {
         if let KernelState::NotTried = self.kernel {
             self.kernel = if crate::testhook::copy_kernel_disabled() {
                 KernelState::Unavailable
@@ -343,7 +334,7 @@ impl CudaPool {
         let KernelState::Loaded(kernel) = &self.kernel else {
             return false;
         };
-        match kernel.launch(planes, fence, stream) {
+        match kernel.launch(planes, stream) {
             Ok(()) => true,
             Err(e) => {
                 crate::log::warning!(
