@@ -573,7 +573,8 @@ test_warm_wait() {
 # after it. (a) A publisher that holds its first frame until its third subscriber
 # joins, 2 s after the first two (timeout 1 s, default wait_timeout): all three
 # get every frame. (b) With wait_timeout 1 s too, the held first frame ends the
-# wait after ~1 s, saying so. (c) Once frames came, a publisher that stops
+# wait after ~1 s, saying so; the input device then fails to open, an error exit
+# even without -xerror. (c) Once frames came, a publisher that stops
 # (SIGSTOP) ends the wait after timeout (1 s), not wait_timeout (30 s).
 test_start_waits() {
     local d="$WORK/startwaits" n=30 t=$SECONDS ok=1 name pub
@@ -614,12 +615,16 @@ test_start_waits() {
         -xerror -f cuframes -wait_timeout 1 -timeout 1 -i "$KEY" -f null -
     expire first-filter 20 1000 "No first frame from '$KEY' within 1 s of subscribing" \
         -xerror -filter_complex "cuframes=key=$KEY:wait_timeout=1:timeout=1" -f null -
-    # ffmpeg's stream probing gives up on the first frame once and the demuxer asks
-    # again: that read ends at the same deadline, counted from subscribing, instead of
-    # waiting as long again (it did: twice the wait, 6 s here).
+    # The input device waits for the first frame while it opens: the open fails at the
+    # deadline, counted from subscribing, and ffmpeg exits with an error without
+    # -xerror, saying so once. (Once, ffmpeg's probing gave up on it and the demuxer
+    # asked again: twice the wait, 6 s here, and ffmpeg exited 0.)
     expire probe-dev 20 3000 "No first frame from '$KEY' within 3 s of subscribing" \
-        -xerror -f cuframes -wait_timeout 3 -timeout 3 -i "$KEY" -f null -
+        -f cuframes -wait_timeout 3 -timeout 3 -i "$KEY" -f null -
     [ "$TOOK" -lt 5000 ] || { echo "  probe-dev: $TOOK ms, about twice the wait (want about 3000)"; OK=0; }
+    local said
+    said=$(grep -c "No first frame from" "$d/probe-dev.err")
+    [ "$said" = 1 ] || { echo "  probe-dev: the missing first frame was reported $said times (want once)"; OK=0; }
     kill -KILL -- "-$pub" 2>/dev/null
     waitrc $pub
 
