@@ -236,7 +236,7 @@ impl CudaPool {
     /// instead, it saved the publisher a driver call (~7-9 µs a 4K frame
     /// instead of ~14 at full rate), but a subscriber's GPU wait queued
     /// before that store was met late, so under a saturated GPU its stream
-    /// backed up for ~1.3 ms at a time (p99 1.2-1.6 ms against 15-66 µs,
+    /// backed up for ~1.3 ms at a time (p99 0.95-1.45 ms against 14-67 µs,
     /// bench/runs/2026-12-06g): the driver's own write lets waiters go at once.
     fn mark_written(&self, index: usize, seq: u64) -> Result<()> {
         let stream = stream_of(self.stream);
