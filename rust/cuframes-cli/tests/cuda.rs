@@ -800,6 +800,57 @@ mod needs_gpu {
         );
     }
 
+    /// A launch of the copy kernel that fails (the driver refusing the 100th,
+    /// through the test hook) costs no frame: that frame and every one after
+    /// it go through the copy calls, the publisher says so once, and every
+    /// byte of every frame arrives, in both ways of sharing.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn a_failed_kernel_launch_falls_back_to_the_copy_calls() {
+        for share in ["fd", "ipc"] {
+            let env = TestEnv::new();
+            let mut cmd = env.command(&[
+                "bench",
+                "--memory",
+                "cuda",
+                "--size",
+                "1920x1080",
+                "--format",
+                "nv12",
+                "--ring",
+                "4",
+                "--frames",
+                "300",
+                "--transports",
+                "cuframes",
+                "--subscribers",
+                "2",
+                "--cuda-share",
+                share,
+                "--verify",
+                "full",
+                "--json",
+            ]);
+            cmd.env("CUFRAMES_TEST_FAIL_COPY_KERNEL_AT", "100");
+            let out = Proc::spawn(&format!("bench, {share}"), cmd).wait(Duration::from_secs(120));
+            out.assert_success();
+            let report = out.json()[0].clone();
+            assert!(report["error"].is_null(), "{share}: {report}");
+            assert_eq!(uint(&report, "publisher_kernel_copies"), 99, "{share}: {report}");
+            assert_eq!(uint(&report, "received"), 600, "{share}: {report}");
+            assert_eq!(uint(&report, "verified"), 600, "{share}: {report}");
+            assert_eq!(uint(&report, "whole_frames_checked"), 600, "{share}: {report}");
+            assert_eq!(uint(&report, "mismatched"), 0, "{share}: {report}");
+            assert_eq!(uint(&report, "dropped"), 0, "{share}: {report}");
+            let said = out
+                .stderr
+                .matches("the frame copy kernel failed to launch")
+                .count();
+            assert_eq!(said, 1, "{share}: the fallback said once: {out}");
+            eprintln!("{share}: 99 of 300 by the kernel, then the copy calls, all verified");
+        }
+    }
+
     /// A device address that is no allocation is the caller's error, not a
     /// dead context: the publish fails with the driver's error (never
     /// reaching the kernel, whose fault would end the context) and the

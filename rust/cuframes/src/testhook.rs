@@ -37,6 +37,10 @@
 //! makes a CUDA publisher copy every frame with the driver's copy calls, as
 //! where its copy kernel does not load: the path before the kernel, for
 //! tests and for benchmarks of the two side by side.
+//! `CUFRAMES_TEST_FAIL_COPY_KERNEL_AT=<n>` makes a CUDA publisher's `n`-th
+//! launch of its copy kernel one the driver refuses (a block larger than
+//! any GPU allows), so the fallback to the copy calls runs on a GPU whose
+//! launches never fail.
 
 use std::sync::OnceLock;
 
@@ -54,6 +58,7 @@ pub(crate) fn announce() {
             NO_STREAM_MEMOPS_ENV,
             NO_FD_SHARING_ENV,
             NO_COPY_KERNEL_ENV,
+            FAIL_COPY_KERNEL_AT_ENV,
         ] {
             if let Ok(value) = std::env::var(name) {
                 crate::log::warning!(
@@ -156,4 +161,14 @@ pub const NO_COPY_KERNEL_ENV: &str = "CUFRAMES_TEST_NO_COPY_KERNEL";
 pub(crate) fn copy_kernel_disabled() -> bool {
     static DISABLED: OnceLock<bool> = OnceLock::new();
     *DISABLED.get_or_init(|| std::env::var(NO_COPY_KERNEL_ENV).is_ok_and(|v| v == "1"))
+}
+
+/// The environment variable that makes one launch of the copy kernel fail.
+pub const FAIL_COPY_KERNEL_AT_ENV: &str = "CUFRAMES_TEST_FAIL_COPY_KERNEL_AT";
+
+/// True when a test asks the `nth` launch (from 1) of a publisher's copy
+/// kernel to be one the driver refuses.
+pub(crate) fn copy_kernel_launch_fails(nth: u64) -> bool {
+    static AT: OnceLock<Option<u64>> = OnceLock::new();
+    *AT.get_or_init(|| std::env::var(FAIL_COPY_KERNEL_AT_ENV).ok()?.parse().ok()) == Some(nth)
 }

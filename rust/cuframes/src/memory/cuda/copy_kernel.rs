@@ -128,6 +128,22 @@ impl CopyKernel {
     /// guarantees that every source range is readable by this context's
     /// kernels and every destination range is a slot of this context.
     pub(crate) fn launch(&self, planes: &[KernelPlane], stream: CUstream) -> Result<()> {
+        self.launch_blocks_of(THREADS_PER_BLOCK, planes, stream)
+    }
+
+    /// A launch the driver refuses, as `launch` but with blocks of more
+    /// threads than any GPU allows (1,024): for the test hook that plays a
+    /// failed launch (`CUFRAMES_TEST_FAIL_COPY_KERNEL_AT`).
+    pub(crate) fn launch_refused(&self, planes: &[KernelPlane], stream: CUstream) -> Result<()> {
+        self.launch_blocks_of(THREADS_PER_BLOCK * 16, planes, stream)
+    }
+
+    fn launch_blocks_of(
+        &self,
+        threads_per_block: u32,
+        planes: &[KernelPlane],
+        stream: CUstream,
+    ) -> Result<()> {
         assert!(
             (1..=MAX_PLANES).contains(&planes.len()),
             "1 to {MAX_PLANES} planes a launch"
@@ -136,7 +152,7 @@ impl CopyKernel {
         all[..planes.len()].copy_from_slice(planes);
         let most = planes.iter().map(KernelPlane::units_total).max().unwrap_or(0);
         let blocks = most
-            .div_ceil(u64::from(THREADS_PER_BLOCK))
+            .div_ceil(u64::from(threads_per_block))
             .clamp(1, u64::from(self.max_blocks)) as u32;
         // One pointer a parameter, in the kernel's order: d, s, dp, sp, u, r
         // for each plane (a plane of 0 rows copies nothing).
@@ -162,7 +178,7 @@ impl CopyKernel {
                 blocks,
                 1,
                 1,
-                THREADS_PER_BLOCK,
+                threads_per_block,
                 1,
                 1,
                 0,

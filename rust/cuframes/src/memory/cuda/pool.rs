@@ -334,7 +334,12 @@ impl CudaPool {
         let KernelState::Loaded(kernel) = &self.kernel else {
             return false;
         };
-        match kernel.launch(planes, stream) {
+        let launched = if crate::testhook::copy_kernel_launch_fails(self.kernel_copies + 1) {
+            kernel.launch_refused(planes, stream)
+        } else {
+            kernel.launch(planes, stream)
+        };
+        match launched {
             Ok(()) => true,
             Err(e) => {
                 crate::log::warning!(

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# GPU calls at the staged commit (d7ac288: the fd-mode fence by cuStreamWriteValue64
+# again, the FFmpeg input device reading its first frame while it opens).
+#   all      scripts/gpu-test.sh run (rust c crash ffmpeg demo python), then the 4K ring
+#            of HEAD, 1 subscriber, at full rate and paced at 40,000 fps, two rounds
+#   startup  STEPS (default "leanlong phaseslean") of scripts/gpu/startup.sh, REPEAT=2:
+#            the 4800-frame clip with one hardware queue in the subscribers only, then
+#            the phases under the call tracer the same way
+set -u
+R=$OUT
+cat .gpu/commit.txt
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+t0=$SECONDS
+export CUFRAMES_RUNTIME_DIR=$(mktemp -d)
+bench_line() {
+    python3 -c 'import json,sys
+d = json.load(sys.stdin)[0]
+print(sys.argv[1], "fps %.0f p50 %.1f us p99 %.1f us slot waits %s publisher %.1f us/frame subscriber %.1f us/frame kernel copies %s dropped %s error %s" % (
+      d["fps"], d["p50_us"], d["p99_us"], d.get("publisher_slot_waits"), d["publisher_cpu_us_per_frame"], d["subscriber_cpu_us_per_frame"],
+      d.get("publisher_kernel_copies"), d.get("dropped"), d.get("error")))' "$1"
+}
+case $1 in
+all)
+    export OUT=/tmp/gpuout9a; rm -rf "$OUT"; mkdir -p "$OUT"
+    timeout 470 scripts/gpu-test.sh run >"$OUT/run.txt" 2>&1
+    echo "gpu-test rc=$?"
+    grep -E ': (ok|FAILED)$|passed|failed|skipped [0-9]|gpu-test:' "$OUT/run.txt" | tail -n 40
+    grep -E '^(ok|FAIL|skip|xfail)|took' "$OUT/ffmpeg-gpu.log" | tail -n 40
+    tar czf "$R/all.tgz" -C /tmp gpuout9a
+    for r in 1 2; do
+        for fps in 0 40000; do
+            pace=(); [ $fps != 0 ] && pace=(--fps $fps)
+            timeout 30 .gpu/bin/cuframes bench --memory cuda --size 3840x2160 --format nv12 --ring 8 --frames 20000 \
+                --transports cuframes --subscribers 1 "${pace[@]}" --verify none --json 2>/dev/null |
+                bench_line "round $r --fps $fps:"
+        done
+    done | tee "$R/ring.txt" ;;
+startup)
+    export OUT=/tmp/gpuout9b; rm -rf "$OUT"; mkdir -p "$OUT"
+    STEPS="${STEPS:-leanlong phaseslean}" REPEAT=2 timeout 560 scripts/gpu-test.sh run startup >"$OUT/run.txt" 2>&1
+    echo "startup rc=$?"
+    grep -v '^ *$' "$OUT/startup.log" | tail -n 80
+    find "$OUT" -path '*/logs/*' -name '*.log' -size +200k -delete 2>/dev/null; rm -rf "$OUT/clips"
+    tar czf "$R/startup.tgz" --exclude="*.mkv" --exclude="*.mp4" --exclude="*.h264" --exclude="*.hevc" -C /tmp gpuout9b ;;
+esac
+echo "took $((SECONDS - t0)) s"
