@@ -51,6 +51,30 @@ mod needs_gpu {
         cudarc::driver::result::mem_get_info().expect("cuMemGetInfo").0
     }
 
+    /// `config` as a strict-wait publisher in this process, bound to `ctx`
+    /// (its null stream), once a `cuframes subscribe` with `options` has
+    /// joined it: the publisher and that subscriber.
+    fn bound_publisher(
+        env: &TestEnv,
+        ctx: &CudaContext,
+        mut config: PublisherConfig,
+        options: &str,
+    ) -> (Publisher, Proc) {
+        config.policy = Policy::StrictWait;
+        config.runtime_dir = Some(env.dir().to_owned());
+        config.cuda = Some(cuframes::CudaBinding {
+            context: ctx.cu_ctx() as usize,
+            stream: 0,
+        });
+        let key = config.key.clone();
+        let publisher = Publisher::create(config).unwrap();
+        let sub = env.subscribe(&key, options);
+        publisher
+            .wait_for_subscribers(1, Duration::from_secs(10))
+            .unwrap();
+        (publisher, sub)
+    }
+
     #[test]
     #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
     fn cuda_frames_reach_two_verifying_subscribers() {
@@ -526,18 +550,8 @@ mod needs_gpu {
             let key = env.key("devsrc");
             let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 640, 360);
             cfg.memory = memory;
-            cfg.policy = Policy::StrictWait;
-            cfg.runtime_dir = Some(env.dir().to_owned());
-            cfg.cuda = Some(cuframes::CudaBinding {
-                context: ctx.cu_ctx() as usize,
-                stream: 0,
-            });
-            let mut publisher = Publisher::create(cfg).unwrap();
+            let (mut publisher, sub) = bound_publisher(&env, &ctx, cfg, "--verify --frames 100");
             let layout = publisher.layout().clone();
-            let sub = env.subscribe(&key, "--verify --frames 100");
-            publisher
-                .wait_for_subscribers(1, Duration::from_secs(10))
-                .unwrap();
             for frame in 0..100u64 {
                 let mut host: Vec<Vec<u8>> = layout
                     .planes()
@@ -710,18 +724,9 @@ mod needs_gpu {
             let mut cfg = PublisherConfig::new(key.clone(), format, width, height);
             cfg.memory = MemoryRequest::Cuda;
             cfg.cuda_share = share;
-            cfg.policy = Policy::StrictWait;
-            cfg.runtime_dir = Some(env.dir().to_owned());
-            cfg.cuda = Some(cuframes::CudaBinding {
-                context: ctx.cu_ctx() as usize,
-                stream: 0,
-            });
-            let mut publisher = Publisher::create(cfg).unwrap();
+            let (mut publisher, sub) =
+                bound_publisher(&env, &ctx, cfg, &format!("--verify --frames {frames}"));
             let layout = publisher.layout().clone();
-            let sub = env.subscribe(&key, &format!("--verify --frames {frames}"));
-            publisher
-                .wait_for_subscribers(1, Duration::from_secs(10))
-                .unwrap();
             for frame in 0..frames {
                 let (base, planes) = device_frame(&layout, frame, shift, extra_pitch);
                 publisher.publish_device(&planes, frame as i64).unwrap();
@@ -753,18 +758,8 @@ mod needs_gpu {
         let key = env.key("pooled");
         let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 1920, 1080);
         cfg.memory = MemoryRequest::Cuda;
-        cfg.policy = Policy::StrictWait;
-        cfg.runtime_dir = Some(env.dir().to_owned());
-        cfg.cuda = Some(cuframes::CudaBinding {
-            context: ctx.cu_ctx() as usize,
-            stream: 0,
-        });
-        let mut publisher = Publisher::create(cfg).unwrap();
+        let (mut publisher, sub) = bound_publisher(&env, &ctx, cfg, &format!("--verify --frames {frames}"));
         let layout = publisher.layout().clone();
-        let sub = env.subscribe(&key, &format!("--verify --frames {frames}"));
-        publisher
-            .wait_for_subscribers(1, Duration::from_secs(10))
-            .unwrap();
         let stream = ctx.default_stream();
         for frame in 0..frames {
             let mut bytes = vec![0u8; layout.size()];
@@ -864,18 +859,8 @@ mod needs_gpu {
         let key = env.key("forged");
         let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 1920, 1080);
         cfg.memory = MemoryRequest::Cuda;
-        cfg.policy = Policy::StrictWait;
-        cfg.runtime_dir = Some(env.dir().to_owned());
-        cfg.cuda = Some(cuframes::CudaBinding {
-            context: ctx.cu_ctx() as usize,
-            stream: 0,
-        });
-        let mut publisher = Publisher::create(cfg).unwrap();
+        let (mut publisher, sub) = bound_publisher(&env, &ctx, cfg, "--verify --frames 20");
         let layout = publisher.layout().clone();
-        let sub = env.subscribe(&key, "--verify --frames 20");
-        publisher
-            .wait_for_subscribers(1, Duration::from_secs(10))
-            .unwrap();
         let (base, planes) = device_frame(&layout, 0, 0, 0);
         // The first pages of the address space: never an allocation, and on
         // the kernel's 16-byte grain, so only the driver's word keeps it out.
