@@ -18,6 +18,11 @@
 #   phaseslean  the phases step with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers only
 #   leanlong  the 4800-frame clip with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
 #   leank3  K=3 on the 1200-frame clip, the same
+#   join    a subscriber joining a live stream against a decoder starting on it:
+#           16 live publishers, then 32 subscribers and 32 decoders started at once
+#           (scripts/gpu/join-live.py), REPEAT rounds, with the driver's defaults
+#           and with one hardware queue in the subscribers (join-live*/join.md)
+#   joinphases  the same, one round each, under the call tracer
 #   crowd   80 streams x 3 consumers (320 processes), cuframes only, default
 #           timeouts, one round (bench-host-crowd/)
 #   crowdlean the same with CUDA_DEVICE_MAX_CONNECTIONS=1 for the subscribers
@@ -40,7 +45,7 @@ cd "$(dirname "$0")/../.."
 : "${FFMPEG:?set FFMPEG to the staged patched ffmpeg}"
 : "${CALLS:?set CALLS to the staged cuda-calls.so}"
 out=${OUT:?set OUT}
-steps=${STEPS:-ring copycost phases job long phaseslean lean leanlong leank3 crowd crowdlean chain churn scan memory variants}
+steps=${STEPS:-ring copycost phases job long phaseslean lean leanlong leank3 join joinphases crowd crowdlean chain churn scan memory variants}
 repeat=${REPEAT:-2}
 clips=${CLIP_DIR:-$out/clips}
 mkdir -p "$clips"
@@ -126,6 +131,21 @@ if step leanlong; then
 fi
 if step leank3; then
     host bench-host-k3-lean 40 --streams 16 --consumers 3 --repeat "$repeat" "${lean[@]}"
+fi
+join() { # NAME ARGS...: scripts/gpu/join-live.py into $out/NAME
+    local name=$1
+    shift
+    timeout 300 python3 scripts/gpu/join-live.py --ffmpeg "$FFMPEG" --clip "$clips/clip-1080p-40s.mp4" \
+        --seconds 40 --streams 16 --consumers 2 --out "$out/$name" "$@" >"$out/$name.log" 2>&1 || fail "$name"
+    cat "$out/$name/join.md"
+}
+if step join; then
+    join join-live --repeat "$repeat"
+    join join-live-lean --repeat "$repeat" --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1
+fi
+if step joinphases; then
+    join join-live-phases --repeat 1 --calls "$CALLS"
+    join join-live-phases-lean --repeat 1 --calls "$CALLS" --sub-env CUDA_DEVICE_MAX_CONNECTIONS=1
 fi
 if step crowd; then
     host bench-host-crowd 40 --streams 80 --consumers 3 --approaches cuframes --sub-timeout default --limit 400
