@@ -3,9 +3,10 @@
 # again, the FFmpeg input device reading its first frame while it opens).
 #   all      scripts/gpu-test.sh run (rust c crash ffmpeg demo python), then the 4K ring
 #            of HEAD, 1 subscriber, at full rate and paced at 40,000 fps, two rounds
-#   startup  STEPS (default "leanlong phaseslean") of scripts/gpu/startup.sh, REPEAT=2:
-#            the 4800-frame clip with one hardware queue in the subscribers only, then
-#            the phases under the call tracer the same way
+#   startup  STEPS (default "join leanlong") of scripts/gpu/startup.sh, REPEAT=2, within
+#            LIMIT seconds (default 560): a subscriber joining a live stream against a
+#            decoder starting on it (join-live.py), then the 4800-frame clip with one
+#            hardware queue in the subscribers only
 set -u
 R=$OUT
 cat .gpu/commit.txt
@@ -37,7 +38,7 @@ all)
     done | tee "$R/ring.txt" ;;
 startup)
     export OUT=/tmp/gpuout9b; rm -rf "$OUT"; mkdir -p "$OUT"
-    STEPS="${STEPS:-leanlong phaseslean}" REPEAT=2 timeout 560 scripts/gpu-test.sh run startup >"$OUT/run.txt" 2>&1
+    STEPS="${STEPS:-join leanlong}" REPEAT=2 timeout "${LIMIT:-560}" scripts/gpu-test.sh run startup >"$OUT/run.txt" 2>&1
     echo "startup rc=$?"
     grep -v '^ *$' "$OUT/startup.log" | tail -n 80
     find "$OUT" -path '*/logs/*' -name '*.log' -size +200k -delete 2>/dev/null; rm -rf "$OUT/clips"
