@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU calls at the staged commit (d7ac288: the fd-mode fence by cuStreamWriteValue64
 # again, the FFmpeg input device reading its first frame while it opens).
-#   all      scripts/gpu-test.sh run (rust c crash ffmpeg demo python), then the 4K ring
+#   all      scripts/gpu-test.sh run $PARTS (default rust crash ffmpeg: the C API, Python and
+#            the demo are as at their last GPU run, 06g), then the 4K ring
 #            of HEAD, 1 subscriber, at full rate and paced at 40,000 fps, two rounds
 #   startup  STEPS (default "join leanlong") of scripts/gpu/startup.sh, REPEAT=2, within
 #            LIMIT seconds (default 560): a subscriber joining a live stream against a
@@ -23,7 +24,7 @@ print(sys.argv[1], "fps %.0f p50 %.1f us p99 %.1f us slot waits %s publisher %.1
 case $1 in
 all)
     export OUT=/tmp/gpuout9a; rm -rf "$OUT"; mkdir -p "$OUT"
-    timeout 470 scripts/gpu-test.sh run >"$OUT/run.txt" 2>&1
+    timeout 470 scripts/gpu-test.sh run ${PARTS:-rust crash ffmpeg} >"$OUT/run.txt" 2>&1
     echo "gpu-test rc=$?"
     grep -E ': (ok|FAILED)$|passed|failed|skipped [0-9]|gpu-test:' "$OUT/run.txt" | tail -n 40
     grep -E '^(ok|FAIL|skip|xfail)|took' "$OUT/ffmpeg-gpu.log" | tail -n 40
