@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU calls at the staged commit (d7ac288: the fd-mode fence by cuStreamWriteValue64
-# again, the FFmpeg input device reading its first frame while it opens).
+# GPU calls at the staged commit (.gpu/commit.txt: 52ea7e7, the fd-mode fence by
+# cuStreamWriteValue64 again, the FFmpeg input device reading its first frame while it
+# opens, the test of a failed copy-kernel launch); scripts from the tree at the call.
 #   all      scripts/gpu-test.sh run $PARTS (default rust crash ffmpeg: the C API, Python and
 #            the demo are as at their last GPU run, 06g), then the 4K ring
 #            of HEAD, 1 subscriber, at full rate and paced at 40,000 fps, two rounds
