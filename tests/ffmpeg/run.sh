@@ -857,6 +857,40 @@ PY
     result "bench-host whole job: 2 streams x 4 consumers to the end, frames exact" $ok "($((SECONDS - t)) s)"
 }
 
+# The join measurement's harness on host memory (scripts/gpu/join-live.py): 2 live
+# publishers, then 4 subscribers and 4 decoders at once. Every joiner must report a
+# first output, by role, and the ratio; a run whose publishers cannot start must fail.
+test_join_live() {
+    local d="$WORK/join-live" t=$SECONDS ok=1
+    mkdir -p "$d"
+    if ! timeout 120 python3 scripts/gpu/join-live.py --ffmpeg "$FFMPEG" --memory host \
+        --clip "$d/clip.mp4" --size 320x240 --seconds 20 --streams 2 --consumers 2 --after 1 \
+        --repeat 1 --out "$d/ok" >"$d/out.txt" 2>&1; then
+        echo "  join-live failed"; ok=0
+    fi
+    python3 - "$d/ok/join.jsonl" >"$d/check.txt" 2>&1 <<'PY' || ok=0
+import json, sys
+runs = [json.loads(line) for line in open(sys.argv[1])]
+assert len(runs) == 1, runs
+r = runs[0]
+assert r["error"] is None and r["without_output"] == [], r
+for role in ("sub", "dec"):
+    got = r["roles"][role]
+    assert got["processes"] == 4 and got["with_output"] == 4, r
+    assert 0 < got["first_output_ms"]["median"] <= got["first_output_ms"]["max"], r
+assert r["sub_over_dec"] > 0 and r["publishers_live_s"] > 0, r
+PY
+    # A clip that is no video: the publishers end at once, and the run says so and fails.
+    echo "not a video" >"$d/bad.mp4"
+    if timeout 60 python3 scripts/gpu/join-live.py --ffmpeg "$FFMPEG" --memory host \
+        --clip "$d/bad.mp4" --streams 1 --consumers 1 --repeat 1 --out "$d/bad" >"$d/bad.txt" 2>&1 ||
+        ! grep -q "a publisher ended before the joiners started" "$d/bad.txt"; then
+        echo "  join-live without publishers did not fail as it should"; ok=0
+    fi
+    [ $ok = 1 ] || show "$d/out.txt" "$d/check.txt" "$d/bad.txt"
+    result "join-live harness: 2 live streams, 4 subscribers and 4 decoders join" $ok "($((SECONDS - t)) s)"
+}
+
 # drop_oldest, real time: a subscriber that is still starting (libx264, and a
 # 300 ms stall after it subscribed) when the first frames come loses none of
 # them (read-ahead). The publisher is the CLI, paced from its first frame: an
@@ -1361,6 +1395,7 @@ selected held && {
 selected many && test_many_at_once
 selected benchhost && test_bench_host
 selected benchhostjob && test_bench_host_job
+selected joinlive && test_join_live
 selected dropstart && test_drop_oldest_start
 selected loss && test_loss_is_reported
 selected sidedata && test_side_data
