@@ -376,6 +376,9 @@ pub struct PublishArgs {
     pub startup_timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "startup_timeout")]
     pub startup_timeout_ms: Option<u64>,
+    /// How long a connecting subscriber may take to finish its handshake before it is closed (it makes its CUDA context meanwhile; one that took longer connects again by itself).
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub handshake_timeout: Dur,
     /// Hold the first frame until this many subscribers are active (0 to 31).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub wait_subscribers: usize,

@@ -87,6 +87,7 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     config.policy = a.policy.into();
     config.ack_timeout = ack_timeout;
     config.startup_timeout = startup_timeout;
+    config.handshake_timeout = a.handshake_timeout.get();
     config.memory = a.memory.into();
     config.cuda_share = a.cuda_share.into();
     if let Some(device) = a.cuda_device {

@@ -147,6 +147,35 @@ fn a_killed_publisher_is_reported(backend: Backend) {
     out.assert_error(&["went away"]);
 }
 
+/// A subscriber slower before SUBSCRIBE than the publisher's handshake
+/// timeout (making its CUDA context on a crowded GPU, played by the test
+/// hook for the first handshake) is closed by the publisher, says why once,
+/// connects again at once, and gets every frame.
+fn a_subscriber_slow_to_subscribe_connects_again(backend: Backend) {
+    let env = TestEnv::new();
+    let key = env.key("be-slow");
+    let publisher = backend.start(
+        &env,
+        &key,
+        "--size 160x120 --fps 0 --frames 100 --policy strict-wait --wait-subscribers 1 --handshake-timeout 1s",
+    );
+    let mut cmd = env.command(&["subscribe", &key, "--json", "--verify", "--frames", "100"]);
+    cmd.env("CUFRAMES_TEST_STALL_AT", "sub-context:2000");
+    let out = Proc::spawn("slow subscriber", cmd).wait(EXIT_LIMIT);
+    out.assert_success();
+    let summary = out.json();
+    assert_all_verified(&summary, 1, 100);
+    backend.check(&summary);
+    let said: Vec<&str> = out
+        .stderr_lines()
+        .into_iter()
+        .filter(|l| l.contains("connecting again"))
+        .collect();
+    assert_eq!(said.len(), 1, "{out}");
+    assert!(said[0].contains("handshake not completed in time"), "{out}");
+    publisher.wait(EXIT_LIMIT).assert_success();
+}
+
 macro_rules! every_backend {
     ($($scenario:ident),* $(,)?) => {
         mod host {
@@ -179,4 +208,5 @@ every_backend!(
     a_holding_consumer_gets_copies_and_every_frame,
     drop_oldest_never_hands_out_a_wrong_frame,
     a_killed_publisher_is_reported,
+    a_subscriber_slow_to_subscribe_connects_again,
 );

@@ -181,7 +181,7 @@ fn second_publisher_on_live_key() {
 fn bad_publish_arguments() {
     let env = TestEnv::new();
     let key = env.key("err-args");
-    let cases: [(&[&str], &[&str]); 8] = [
+    let cases: [(&[&str], &[&str]); 9] = [
         (&["--ring", "0"], &["ring size 0", "1..=16"]),
         (&["--ring", "17"], &["ring size 17", "1..=16"]),
         (&["--size", "0x10"], &["0x10", "out of range"]),
@@ -193,6 +193,7 @@ fn bad_publish_arguments() {
             &["--policy", "strict-wait", "--ack-timeout", "0ms"],
             &["ACK timeout"],
         ),
+        (&["--handshake-timeout", "0"], &["handshake timeout of 0"]),
     ];
     for (args, phrases) in cases {
         let mut argv = vec!["publish", key.as_str(), "--frames", "1"];

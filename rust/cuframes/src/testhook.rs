@@ -25,7 +25,10 @@
 //! `Subscriber::connect`) then plays a consumer that is slow to start (its
 //! first frames published meanwhile); `cuda-warm-up` (the start of the CUDA
 //! context a subscriber makes while no publisher is there) plays a crowded
-//! GPU, where that context takes long to make.
+//! GPU, where that context takes long to make; `sub-context` (a handshake's
+//! step between HELLO and SUBSCRIBE, where a subscriber of a CUDA publisher
+//! makes its context) plays the same during a handshake, and stalls only the
+//! first time it is reached, as a process makes its context once.
 //!
 //! `CUFRAMES_TEST_NO_STREAM_MEMOPS=1` makes a CUDA publisher in fd mode act as
 //! on a GPU whose stream memory operations fail (D28): no fence array, a
@@ -120,6 +123,14 @@ pub(crate) fn stall_at(point: &str) {
         && at == point
     {
         std::thread::sleep(*pause);
+    }
+}
+
+/// As [`stall_at`], but only the first time this process reaches `point`.
+pub(crate) fn stall_at_first(point: &str) {
+    static STALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if stall().is_some_and(|(at, _)| at == point) && !STALLED.swap(true, Ordering::SeqCst) {
+        stall_at(point);
     }
 }
 

@@ -358,7 +358,7 @@ fn bad_configs_are_refused_with_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("cfg");
     type Mutation = fn(&mut cuframes::PublisherConfig);
-    let cases: [(Mutation, &str); 8] = [
+    let cases: [(Mutation, &str); 9] = [
         (|c| c.ring_size = 0, "ring size 0"),
         (|c| c.ring_size = 17, "ring size 17"),
         (|c| c.width = 0, "out of range"),
@@ -373,6 +373,7 @@ fn bad_configs_are_refused_with_clear_errors() {
         ),
         (|c| c.memory = cuframes::MemoryRequest::Cuda, "CUDA"),
         (|c| c.cuda_device = -2, "cuda_device -2 is no device ordinal"),
+        (|c| c.handshake_timeout = Duration::ZERO, "handshake timeout of 0"),
     ];
     for (mutate, phrase) in cases {
         let mut c = config(&key, dir.path());

@@ -322,6 +322,20 @@ pub(crate) fn open_mapping(
     }
 }
 
+/// Keeps the CUDA context that `mapping` (of `source`) lives in alive after
+/// the mapping is gone: for a subscriber that connects again at once, so
+/// that it does not make the context a second time. Nothing for host memory.
+pub(crate) struct ContextHold(#[allow(dead_code)] Option<cuda::driver::Context>);
+
+/// A [`ContextHold`] on `source`'s context, taken while a mapping of it is
+/// open.
+pub(crate) fn hold_context(memory: MemoryKind, source: &MappingSource<'_>) -> ContextHold {
+    ContextHold(match memory {
+        MemoryKind::Cuda => cuda::warm::hold(source.cuda, source.cuda_device),
+        MemoryKind::Host => None,
+    })
+}
+
 /// A CUDA publisher side over the caller's own buffers (EXTERNAL ownership).
 pub(crate) fn external_pool(
     layout: &FrameLayout,

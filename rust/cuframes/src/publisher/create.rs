@@ -43,6 +43,11 @@ impl Publisher {
         if config.policy == Policy::StrictWait && config.ack_timeout.is_zero() {
             return Err(Error::invalid("strict-wait needs an ACK timeout above 0 ms"));
         }
+        if config.handshake_timeout.is_zero() {
+            return Err(Error::invalid(
+                "a handshake timeout of 0 would close every subscriber before it subscribed",
+            ));
+        }
         if let Some((num, den)) = config.fps
             && (num == 0 || den == 0)
         {

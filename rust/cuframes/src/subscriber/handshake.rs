@@ -5,7 +5,7 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 
@@ -14,7 +14,7 @@ use super::reader::Reader;
 use super::{SubscriberConfig, SubscriberMode};
 use crate::channel::{Channel, Descriptors};
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::{CudaShare, MappingSource, MemoryKind, open_mapping};
+use crate::memory::{ContextHold, CudaShare, MappingSource, MemoryKind, hold_context, open_mapping};
 use crate::platform::access::PeerCred;
 use crate::platform::region::Access;
 use crate::resources::KeyPaths;
@@ -28,9 +28,53 @@ use crate::wire::message::{
     HelloAccept, HelloReq, Message, SubscribeResp, fd_purpose, hello_flags, msg_type,
 };
 
+/// Time between HELLO_RESP and SUBSCRIBE past which a handshake that then
+/// fails is the subscriber's slowness (making its CUDA context), not the
+/// publisher's: a CUDA context takes ~0.2 s alone and tens of seconds when
+/// dozens of processes make theirs at once.
+const SLOW_BEFORE_SUBSCRIBE: Duration = Duration::from_secs(1);
+
 /// Connects to the publisher of `config.key` and completes the handshake
-/// (spec §4.1, one step a function): a reader of its ring.
+/// (spec §4.1): a reader of its ring. A handshake that failed at SUBSCRIBE
+/// or after it, because this process took long to make its CUDA context
+/// between HELLO and SUBSCRIBE (the publisher closes a handshake not done
+/// within its `handshake_timeout`, and this side's `connect_timeout` may run
+/// out too), is tried once more at once, with that context kept: it is
+/// made by then, so the second one is quick.
 pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
+    match connect_once(config) {
+        Ok(reader) => Ok(reader),
+        Err(Failed {
+            error,
+            slow: Some((took, _held)),
+        }) => {
+            crate::log::warning!(
+                "the handshake with the publisher of '{}' failed after this process took {:.1} s to make its CUDA context ({error}): connecting again, the context made",
+                config.key,
+                took.as_secs_f64()
+            );
+            connect_once(config).map_err(|f| f.error)
+        }
+        Err(f) => Err(f.error),
+    }
+}
+
+/// A handshake that failed, and when the subscriber's own slowness before
+/// SUBSCRIBE is why: how long it took, and its CUDA context kept for the
+/// next try.
+struct Failed {
+    error: Error,
+    slow: Option<(Duration, ContextHold)>,
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed { error, slow: None }
+    }
+}
+
+/// One handshake, one step a function.
+fn connect_once(config: &SubscriberConfig) -> std::result::Result<Reader, Failed> {
     let paths = KeyPaths::for_subscriber(&config.key, config.runtime_dir.as_deref())?;
     let key = config.key.clone();
     let deadline = Instant::now() + config.connect_timeout;
@@ -48,6 +92,7 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         config.cuda_device,
         config.mode,
     )?;
+    let hello_done = Instant::now();
     let private_acks = accept.granted & hello_flags::PRIVATE_ACKS != 0;
     let (header, snapshot, info) = map_header(&accept, &mut early, &paths, publisher.uid, private_acks)?;
     // Side data (D30) from publishers that have an area.
@@ -67,7 +112,8 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
             format!(
                 "the publisher of '{key}' runs in another PID namespace (another container) and shares CUDA memory with CUDA IPC handles (cuda_share=ipc), which only open within its PID namespace: publish with cuda_share=fd (the default where the GPU supports it), or share the publisher's PID namespace"
             ),
-        ));
+        )
+        .into());
     }
     let source = MappingSource {
         layout: &info.layout,
@@ -85,14 +131,34 @@ pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
         ),
         MemoryKind::Host => None,
     };
+    crate::testhook::stall_at_first("sub-context");
+    let before_subscribe = hello_done.elapsed();
 
     crate::testhook::abort_at("sub-after-hello");
-    let resp = subscribe(&mut chan, deadline, &key)?;
+    let subscribed = subscribe(&mut chan, deadline, &key).and_then(|resp| {
+        Ok((
+            resp,
+            receive_descriptors(&mut chan, deadline, &key, &info, private_acks)?,
+        ))
+    });
+    let (resp, after) = match subscribed {
+        Ok(done) => done,
+        Err(error) => {
+            let ours = before_subscribe >= SLOW_BEFORE_SUBSCRIBE
+                && matches!(
+                    error.kind(),
+                    ErrorKind::Timeout | ErrorKind::Disconnected | ErrorKind::Io
+                );
+            // Taken while the mapping still holds the context.
+            let slow = ours.then(|| (before_subscribe, hold_context(info.memory, &source)));
+            return Err(Failed { error, slow });
+        }
+    };
     let AfterSubscribe {
         wake,
         acks,
         mut memory,
-    } = receive_descriptors(&mut chan, deadline, &key, &info, private_acks)?;
+    } = after;
     let mapping = match early_mapping {
         Some(mapping) => mapping,
         None => open_mapping(info.memory, &source, &mut memory)
@@ -219,9 +285,11 @@ fn map_header(
 
 /// SUBSCRIBE (step 7): the accepted answer, with a bit in 1..=31.
 fn subscribe(chan: &mut Channel, deadline: Instant, key: &str) -> Result<SubscribeResp> {
+    // A publisher that gave up on this handshake said why before it closed.
     chan.send(&Message::SubscribeReq {
         proto_version: PROTOCOL_VERSION,
-    })?;
+    })
+    .map_err(|e| refusal_or(chan, e, key))?;
     let resp = match expect(chan, deadline, msg_type::SUBSCRIBE_RESP, key)? {
         Message::SubscribeResp(r) => r,
         _ => unreachable!("expect() returns the asked type"),

@@ -161,6 +161,14 @@ pub(crate) fn settle() {
     primary().release();
 }
 
+/// One more reference to the context a mapping of `binding` and `ordinal`
+/// uses (as `CudaMapping::open` resolves it), taken while that mapping
+/// still holds it, so that the context outlives the mapping: quick, since
+/// it exists. None without a driver.
+pub(crate) fn hold(binding: Option<crate::CudaBinding>, ordinal: i32) -> Option<Context> {
+    Context::resolve(binding.unwrap_or_default().context, ordinal).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
