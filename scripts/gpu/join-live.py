@@ -102,11 +102,7 @@ def run_once(a, rep):
         time.sleep(0.02)
     profile = bench_host.phase_profile(procs, calls_dir) if a.calls else None
     for p in procs:
-        if p.ended is None:
-            try:
-                os.killpg(p.pid, signal.SIGINT)
-            except OSError:
-                pass
+        p.interrupt()
     for p in procs:
         try:
             p.p.wait(timeout=15)

@@ -145,6 +145,14 @@ class Proc:
         return (int(frames[-1]) if frames else None,
                 int(times[-1]) / 1e6 if times and times[-1] != "N/A" else None)
 
+    def interrupt(self):
+        """SIGINT to its session, if it still runs: ffmpeg ends cleanly on it."""
+        if self.ended is None:
+            try:
+                os.killpg(self.pid, signal.SIGINT)
+            except OSError:
+                pass
+
     def poll(self, now):
         if self.ended is None and self.p.poll() is not None:
             self.ended, self.rc = now, self.p.returncode
@@ -395,11 +403,7 @@ def run_once(a, approach, n, k, rep):
             # Measured long enough: ffmpeg's own SIGINT handling ends each cleanly.
             stop_at = now
             for p in procs:
-                if p.ended is None:
-                    try:
-                        os.killpg(p.pid, signal.SIGINT)
-                    except OSError:
-                        pass
+                p.interrupt()
             deadline = min(deadline, now + 15.0)
         if now > deadline:
             for p in procs:

@@ -408,7 +408,30 @@ test_errors() {
     rc=$?
     [ $rc != 0 ] && grep -qi "key" "$d/key.err" ||
         { echo "  bad key: exit $rc"; show "$d/key.err"; ok=0; }
-    result "errors: pixel format, no publisher, bad key" $ok
+    # A socket at the key that is no publisher (it accepts, then closes): the wait ends
+    # with what went wrong, not "no publisher".
+    newkey
+    python3 - "$CUFRAMES_RUNTIME_DIR/$KEY.sock" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+s.settimeout(20)
+try:
+    while True:
+        s.accept()[0].close()
+except OSError:
+    pass
+PY
+    local fake=$! tries=0
+    while [ ! -S "$CUFRAMES_RUNTIME_DIR/$KEY.sock" ] && [ $tries -lt 200 ]; do sleep 0.05; tries=$((tries + 1)); done
+    ff 30 -f cuframes -wait_timeout 300ms -i "$KEY" -f null - 2>"$d/fake.err"
+    rc=$?
+    kill $fake 2>/dev/null; wait $fake 2>/dev/null
+    [ $rc != 0 ] && grep -q "Cannot subscribe to '$KEY' within 0.3 s: " "$d/fake.err" &&
+        ! grep -q "no publisher within" "$d/fake.err" ||
+        { echo "  a socket that is no publisher: exit $rc"; show "$d/fake.err"; ok=0; }
+    result "errors: pixel format, no publisher, bad key, a socket that is no publisher" $ok
 }
 
 
