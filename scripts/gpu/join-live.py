@@ -21,8 +21,10 @@ round failed (a publisher ended early, a joiner had no output in --join-limit).
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -100,16 +102,17 @@ def run_once(a, rep):
             failed = "the joiners took longer than --join-limit" if joined else "the publishers never went live"
             break
         time.sleep(0.02)
-    profile = bench_host.phase_profile(procs, calls_dir) if a.calls else None
     for p in procs:
         p.interrupt()
     for p in procs:
         try:
             p.p.wait(timeout=15)
-        except Exception:  # still running 15 s after SIGINT
+        except subprocess.TimeoutExpired:  # still running 15 s after SIGINT
             os.killpg(p.pid, signal.SIGKILL)
             p.p.wait()
         p.poll(time.monotonic())
+    # The tracer writes a process's calls when it exits.
+    profile = bench_host.phase_profile(procs, calls_dir) if a.calls else None
     no_output = [p.name for p in joined if p.first_output is None]
     if no_output or failed or a.keep_logs:
         dest = os.path.join(a.out, "logs", "r%d" % rep)
@@ -118,6 +121,7 @@ def run_once(a, rep):
             if p.name in no_output or failed or a.keep_logs:
                 with open(os.path.join(dest, p.name + ".log"), "w") as f:
                     f.write(p.log_text())
+    shutil.rmtree(workdir, ignore_errors=True)
     roles = {}
     for role in ("sub", "dec"):
         ms = first_output_ms([p for p in joined if p.role == role])
