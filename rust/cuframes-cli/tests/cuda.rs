@@ -548,7 +548,7 @@ mod needs_gpu {
         for memory in [MemoryRequest::Cuda, MemoryRequest::Host] {
             let env = TestEnv::new();
             let key = env.key("devsrc");
-            let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 640, 360);
+            let mut cfg = PublisherConfig::new(key, PixelFormat::Nv12, 640, 360);
             cfg.memory = memory;
             let (mut publisher, sub) = bound_publisher(&env, &ctx, cfg, "--verify --frames 100");
             let layout = publisher.layout().clone();
@@ -721,7 +721,7 @@ mod needs_gpu {
         for (what, format, width, height, shift, extra_pitch, by_kernel, share) in cases {
             let env = TestEnv::new();
             let key = env.key("kernel");
-            let mut cfg = PublisherConfig::new(key.clone(), format, width, height);
+            let mut cfg = PublisherConfig::new(key, format, width, height);
             cfg.memory = MemoryRequest::Cuda;
             cfg.cuda_share = share;
             let (mut publisher, sub) =
@@ -756,7 +756,7 @@ mod needs_gpu {
         // `cuframes bench` makes; cudaMallocAsync), which the device may read.
         let env = TestEnv::new();
         let key = env.key("pooled");
-        let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 1920, 1080);
+        let mut cfg = PublisherConfig::new(key, PixelFormat::Nv12, 1920, 1080);
         cfg.memory = MemoryRequest::Cuda;
         let (mut publisher, sub) = bound_publisher(&env, &ctx, cfg, &format!("--verify --frames {frames}"));
         let layout = publisher.layout().clone();
@@ -857,7 +857,7 @@ mod needs_gpu {
         ctx.bind_to_thread().unwrap();
         let env = TestEnv::new();
         let key = env.key("forged");
-        let mut cfg = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 1920, 1080);
+        let mut cfg = PublisherConfig::new(key, PixelFormat::Nv12, 1920, 1080);
         cfg.memory = MemoryRequest::Cuda;
         let (mut publisher, sub) = bound_publisher(&env, &ctx, cfg, "--verify --frames 20");
         let layout = publisher.layout().clone();

@@ -177,9 +177,8 @@ pub(crate) fn copy_kernel_disabled() -> bool {
 /// The environment variable that makes one launch of the copy kernel fail.
 pub const FAIL_COPY_KERNEL_AT_ENV: &str = "CUFRAMES_TEST_FAIL_COPY_KERNEL_AT";
 
-/// True when a test asks the `nth` launch (from 1) of a publisher's copy
-/// kernel to be one the driver refuses.
-pub(crate) fn copy_kernel_launch_fails(nth: u64) -> bool {
-    static AT: OnceLock<Option<u64>> = OnceLock::new();
-    *AT.get_or_init(|| std::env::var(FAIL_COPY_KERNEL_AT_ENV).ok()?.parse().ok()) == Some(nth)
+/// Which launch (from 1) of a publisher's copy kernel a test asks to be one
+/// the driver refuses, if any.
+pub(crate) fn copy_kernel_launch_to_fail() -> Option<u64> {
+    std::env::var(FAIL_COPY_KERNEL_AT_ENV).ok()?.parse().ok()
 }

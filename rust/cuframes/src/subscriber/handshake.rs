@@ -40,7 +40,7 @@ const SLOW_BEFORE_SUBSCRIBE: Duration = Duration::from_secs(1);
 /// between HELLO and SUBSCRIBE (the publisher closes a handshake not done
 /// within its `handshake_timeout`, and this side's `connect_timeout` may run
 /// out too), is tried once more at once, with that context kept: it is
-/// made by then, so the second one is quick.
+/// made by then, so the second one does not wait for the driver again.
 pub(super) fn connect(config: &SubscriberConfig) -> Result<Reader> {
     match connect_once(config) {
         Ok(reader) => Ok(reader),

@@ -34,7 +34,9 @@ pub(crate) struct CudaPool {
 #[derive(Debug)]
 enum KernelState {
     NotTried,
-    Loaded(CopyKernel),
+    /// With the launch the test hook has the driver refuse, read once here
+    /// (`CUFRAMES_TEST_FAIL_COPY_KERNEL_AT`), not on every frame.
+    Loaded(CopyKernel, Option<u64>),
     /// It did not load or launch (said once), or a test turned it off.
     Unavailable,
 }
@@ -320,7 +322,7 @@ impl CudaPool {
                 match CopyKernel::load(self.ctx.device) {
                     Ok(kernel) => {
                         crate::log::debug!("frame copy kernel loaded in {:?}", started.elapsed());
-                        KernelState::Loaded(kernel)
+                        KernelState::Loaded(kernel, crate::testhook::copy_kernel_launch_to_fail())
                     }
                     Err(e) => {
                         crate::log::warning!(
@@ -331,10 +333,10 @@ impl CudaPool {
                 }
             };
         }
-        let KernelState::Loaded(kernel) = &self.kernel else {
+        let KernelState::Loaded(kernel, refused) = &self.kernel else {
             return false;
         };
-        let launched = if crate::testhook::copy_kernel_launch_fails(self.kernel_copies + 1) {
+        let launched = if *refused == Some(self.kernel_copies + 1) {
             kernel.launch_refused(planes, stream)
         } else {
             kernel.launch(planes, stream)
@@ -609,7 +611,7 @@ impl Drop for CudaPool {
         };
         // Copies still queued on the caller's stream must not write freed memory.
         let _ = driver::stream_synchronize(stream_of(self.stream));
-        if let KernelState::Loaded(kernel) = &self.kernel {
+        if let KernelState::Loaded(kernel, _) = &self.kernel {
             kernel.unload();
         }
         match &self.shared {
