@@ -546,6 +546,48 @@ test_slow_start() {
     result "slow start: 1.5 s stall, ACK timeout 200 ms" $ok "($((SECONDS - t)) s)"
 }
 
+# A subscriber slower between HELLO and SUBSCRIBE than its publisher's handshake
+# timeout (on a crowded GPU: making its CUDA context; here the test hook's 2 s stall,
+# first handshake only) is closed by the publisher; libcuframes connects again at once
+# (D23), within the same call, so that a wait_timeout shorter than the stall (as a
+# 30 s one was shorter than the contexts of run 2026-12-07a) does not end it. The
+# input device and the source filter both get every frame, each says so once with
+# the publisher's reason, and a third subscriber without the stall is the reference.
+# The CLI publishes with a 1 s handshake timeout.
+test_slow_subscribe() {
+    local d="$WORK/slowsub" n=40 t=$SECONDS ok=1 name count
+    mkdir -p "$d"
+    newkey
+    cli_publisher "$d/pub.err" --frames $n --policy strict-wait --wait-subscribers 3 --handshake-timeout 1s
+    local pub=$BGPID
+    wait_published || { echo "  the publisher did not start"; ok=0; }
+    bg 60 /dev/null "$d/ref.err" -xerror -f cuframes -i "$KEY" -f framemd5 "$d/ref.md5"
+    local ref=$BGPID
+    CUFRAMES_TEST_STALL_AT=sub-context:2000 bg 60 /dev/null "$d/dev.err" -xerror \
+        -f cuframes -wait_timeout 1 -i "$KEY" -f framemd5 "$d/dev.md5"
+    local dev=$BGPID
+    CUFRAMES_TEST_STALL_AT=sub-context:2000 bg 60 /dev/null "$d/filter.err" -xerror \
+        -filter_complex "cuframes=key=$KEY:wait_timeout=1" -f framemd5 "$d/filter.md5"
+    local filter=$BGPID
+    waitrc $ref || { echo "  the reference subscriber failed"; ok=0; }
+    waitrc $dev || { echo "  the input device failed"; ok=0; }
+    waitrc $filter || { echo "  the source filter failed"; ok=0; }
+    waitrc $pub || { echo "  the publisher failed"; ok=0; }
+    count=$(md5s "$d/ref.md5" 2>/dev/null | wc -l)
+    [ "$count" = $n ] || { echo "  the reference got $count frames, not $n"; ok=0; }
+    same_frames "input device" "$d/ref.md5" "$d/dev.md5" $n || ok=0
+    same_frames "source filter" "$d/ref.md5" "$d/filter.md5" $n || ok=0
+    for name in dev filter; do
+        count=$(grep -c "connecting again" "$d/$name.err")
+        [ "$count" = 1 ] || { echo "  $name: said 'connecting again' $count times, not once"; ok=0; }
+        logged "$d/$name.err" "handshake not completed in time" ||
+            { echo "  $name: the publisher's reason is not in its log"; ok=0; }
+    done
+    ! logged "$d/ref.err" "connecting again" || { echo "  the reference connected again"; ok=0; }
+    [ $ok = 1 ] || show "$d/pub.err" "$d/ref.err" "$d/dev.err" "$d/filter.err"
+    result "slow subscribe: handshake closed, connects again" $ok "($((SECONDS - t)) s)"
+}
+
 # While a subscriber makes its CUDA context (libcuframes begins it at the first miss;
 # a crowded GPU is played by a 6 s stall of that warm-up, which on a machine without
 # a driver then ends), its wait for a publisher does not count: with a 1 s wait_timeout,
@@ -1407,6 +1449,7 @@ selected cuda && test_cuda_memory
 selected errors && test_errors
 selected durations && test_durations
 selected slowstart && test_slow_start
+selected slowsub && test_slow_subscribe
 selected warmwait && test_warm_wait
 selected startwaits && test_start_waits
 selected held && {
