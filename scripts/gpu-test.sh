@@ -204,11 +204,11 @@ run() {
             part "FFmpeg $line GPU tests" "ffmpeg-gpu-$line.log" "${ffenv[@]}" FFMPEG="$stage/ffmpeg-$line/bin/ffmpeg" \
             FFMPEG_OTHER="$stage/ffmpeg/bin/ffmpeg" \
             MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" CLIPS="$PWD/$stage/clips" \
-            tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
+            CUFRAMES_BIN="$PWD/$stage/bin/cuframes" tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
         ffmpeg) part "FFmpeg GPU tests" ffmpeg-gpu.log "${ffenv[@]}" FFMPEG="$stage/ffmpeg/bin/ffmpeg" \
             FFMPEG_OTHER="$(compgen -G "$stage/ffmpeg-*/bin/ffmpeg" | head -n 1)" \
             MEMCPY_COUNTER="$PWD/$stage/lib/memcpy-count.so" CUFRAMES_CUPTI="$cupti" CLIPS="$PWD/$stage/clips" \
-            tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
+            CUFRAMES_BIN="$PWD/$stage/bin/cuframes" tests/ffmpeg/gpu.sh ${FFMPEG_TESTS:-} ;;
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
         python) python_part ;;

@@ -196,6 +196,49 @@ test_warm_wait() {
 }
 selected warmwait && test_warm_wait
 
+# A subscriber slower between HELLO and SUBSCRIBE than the publisher's handshake bound
+# (the test hook's 2 s stall after the slots are mapped, first handshake only, against
+# the CLI's 1 s --handshake-timeout) connects again at once, its CUDA context kept
+# (D23): the input device and the source filter, with a 1 s wait_timeout, get every
+# frame as CUDA frames, equal to a third subscriber's without the stall.
+test_slow_subscribe() {
+    local d="$WORK/slowsub" n=60 t=$SECONDS ok=1 name count
+    local cli=${CUFRAMES_BIN:-target/release/cuframes}
+    mkdir -p "$d"
+    [ -x "$cli" ] || { result "slow subscribe on CUDA: connects again, context kept" 0 "(no cuframes CLI at $cli: set CUFRAMES_BIN)"; return; }
+    newkey
+    setsid timeout -k 2 120 "$cli" publish "$KEY" --memory cuda --format nv12 --size 1280x720 --fps 30 \
+        --frames $n --policy strict-wait --wait-subscribers 3 --handshake-timeout 1s --quiet >/dev/null 2>"$d/pub.err" &
+    local p=$!
+    GROUPS_STARTED+=("$p")
+    bg 120 "$d/ref.md5" "$d/ref.err" -f cuframes -i "$KEY" -vf "$DOWN" -f framemd5 -
+    local pids=("$BGPID")
+    local -A src=([dev]="-f cuframes -wait_timeout 1 -i $KEY -vf $DOWN"
+        [filter]="-filter_complex cuframes=key=$KEY:wait_timeout=1,$DOWN")
+    for name in dev filter; do
+        # shellcheck disable=SC2086 # the source's words
+        CUFRAMES_TEST_STALL_AT=sub-context:2000 bg 120 "$d/$name.md5" "$d/$name.err" \
+            ${src[$name]} -f framemd5 -
+        pids+=("$BGPID")
+    done
+    waitrc "${pids[0]}" || { echo "  the reference subscriber failed"; ok=0; }
+    waitrc "${pids[1]}" || { echo "  the input device failed"; ok=0; }
+    waitrc "${pids[2]}" || { echo "  the source filter failed"; ok=0; }
+    waitrc $p || { echo "  publisher failed"; ok=0; }
+    count=$(md5s "$d/ref.md5" 2>/dev/null | wc -l)
+    [ "$count" = $n ] || { echo "  the reference got $count frames, not $n"; ok=0; }
+    same_frames "input device" "$d/ref.md5" "$d/dev.md5" $n || ok=0
+    same_frames "source filter" "$d/ref.md5" "$d/filter.md5" $n || ok=0
+    for name in dev filter; do
+        count=$(grep -c "connecting again" "$d/$name.err")
+        [ "$count" = 1 ] || { echo "  $name: said 'connecting again' $count times, not once"; ok=0; }
+    done
+    [ $ok = 1 ] || show "$d/pub.err" "$d/ref.err" "$d/dev.err" "$d/filter.err"
+    result "slow subscribe on CUDA: connects again, context kept" $ok \
+        "(input device and source filter, $((SECONDS - t)) s)"
+}
+selected slowsub && test_slow_subscribe
+
 # Containers (issue 13) are namespaces: each process below runs in its own PID,
 # IPC and mount namespaces with its own tmpfs on /dev/shm, sharing only the
 # runtime directory with the others, as containers that share one volume.
