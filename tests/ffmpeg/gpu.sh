@@ -211,6 +211,8 @@ test_slow_subscribe() {
         --frames $n --policy strict-wait --wait-subscribers 3 --handshake-timeout 1s --quiet >/dev/null 2>"$d/pub.err" &
     local p=$!
     GROUPS_STARTED+=("$p")
+    # The stalled ones wait 1 s at most: for a publisher that is there.
+    wait_published || { echo "  the publisher did not start within 5 s"; ok=0; }
     bg 120 "$d/ref.md5" "$d/ref.err" -f cuframes -i "$KEY" -vf "$DOWN" -f framemd5 -
     local pids=("$BGPID")
     local -A src=([dev]="-f cuframes -wait_timeout 1 -i $KEY -vf $DOWN"
