@@ -122,6 +122,25 @@ same_frames() {
     [ "$ngot" -gt 0 ]
 }
 
+# slow_subscribers_agree DIR N: the checks of both slowsub tests (run.sh, gpu.sh):
+# DIR/ref.md5 holds N frames, DIR/dev.md5 and DIR/filter.md5 the same ones, and
+# dev.err and filter.err each say once that they connected again, with the
+# publisher's reason. Says what differs; fails if anything does.
+slow_subscribers_agree() {
+    local d=$1 n=$2 rc=0 name count
+    count=$(md5s "$d/ref.md5" 2>/dev/null | wc -l)
+    [ "$count" = "$n" ] || { echo "  the reference got $count frames, not $n"; rc=1; }
+    same_frames "input device" "$d/ref.md5" "$d/dev.md5" "$n" || rc=1
+    same_frames "source filter" "$d/ref.md5" "$d/filter.md5" "$n" || rc=1
+    for name in dev filter; do
+        count=$(grep -c "connecting again" "$d/$name.err")
+        [ "$count" = 1 ] || { echo "  $name: said 'connecting again' $count times, not once"; rc=1; }
+        logged "$d/$name.err" "handshake not completed in time" ||
+            { echo "  $name: the publisher's reason is not in its log"; rc=1; }
+    done
+    return $rc
+}
+
 # The ffmpeg under a timeout(1) group leader.
 child_of() {
     ps -o pid= --ppid "$1" | tr -d ' ' | head -n 1
