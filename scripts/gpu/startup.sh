@@ -38,6 +38,8 @@
 #           connections (default, 1) and stack (default, 0) (churn-memory.txt)
 #   variants  the job step with what a user can set: CUDA_DEVICE_MAX_CONNECTIONS=1,
 #           and CUDA MPS (a private control daemon for these processes only)
+#   longmps the 4800-frame clip, both approaches, every process an MPS client: does
+#           running the processes' kernels side by side lift the steady state?
 # Needs CUFRAMES_BIN, FFMPEG and CALLS (scripts/gpu/cuda-calls.c built), CUFRAMES_CUPTI.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,7 +47,7 @@ cd "$(dirname "$0")/../.."
 : "${FFMPEG:?set FFMPEG to the staged patched ffmpeg}"
 : "${CALLS:?set CALLS to the staged cuda-calls.so}"
 out=${OUT:?set OUT}
-steps=${STEPS:-ring copycost phases job long phaseslean lean leanlong leank3 join joinphases crowd crowdlean chain churn scan memory variants}
+steps=${STEPS:-ring copycost phases job long phaseslean lean leanlong leank3 join joinphases crowd crowdlean chain churn scan memory variants longmps}
 repeat=${REPEAT:-2}
 clips=${CLIP_DIR:-$out/clips}
 mkdir -p "$clips"
@@ -104,6 +106,22 @@ host() { # NAME SECONDS ARGS...: scripts/bench-host.sh into $out/NAME
         >"$out/$name.log" 2>&1 || fail "$name"
     grep -E "^bench-host: (cuframes|direct)" "$out/$name.log"
     grep -A6 "^Whole job" "$out/$name/summary.md"
+}
+# under_mps NAME SECONDS ARGS...: host, with every process of both approaches a client of
+# a private MPS control daemon (its own pipe and log directories, so no other process is).
+under_mps() {
+    local mps
+    mps=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-mps.XXXXXX")
+    export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+        host "$@"
+        echo quit | nvidia-cuda-mps-control
+        cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/$1-mps-log" 2>/dev/null
+    else
+        fail "$1: MPS (no nvidia-cuda-mps-control, or it did not start)"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 # The clips bench-host makes (libx264, testsrc2): 40 s and 160 s at 30 fps.
 if step phases; then
@@ -189,18 +207,10 @@ if step memory; then
 fi
 if step variants; then
     CUDA_DEVICE_MAX_CONNECTIONS=1 host bench-host-maxconn1 40 --streams 16 --consumers 2 --label maxconn1
-    # MPS: its own pipe and log directories, so only these processes are its clients.
-    mps=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-mps.XXXXXX")
-    export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
-        host bench-host-mps 40 --streams 16 --consumers 2 --label mps
-        echo quit | nvidia-cuda-mps-control
-        cp -r "$CUDA_MPS_LOG_DIRECTORY" "$out/mps-log" 2>/dev/null
-    else
-        fail "MPS (no nvidia-cuda-mps-control, or it did not start)"
-    fi
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    under_mps bench-host-mps 40 --streams 16 --consumers 2 --label mps
+fi
+if step longmps; then
+    under_mps bench-host-long-mps 160 --streams 16 --consumers 2 --repeat "$repeat" --sub-timeout default --label mps
 fi
 rm -rf "$CUFRAMES_RUNTIME_DIR"
 # Everything in one file: the device tool brings back a limited number of files.
