@@ -8,8 +8,9 @@ that case: N publishers start first and publish as streams do live (-re,
 drop_oldest, no subscriber awaited); once every one of them has published for
 --after seconds, N*K subscribers and N*K decoders of the same clip start at the
 same moment, interleaved. Each process's exec -> first output (its -progress)
-is reported by role, and the subscribers' median over the decoders'. --calls
-adds the CUDA call tracer's phases (scripts/lib/bench_host.py).
+is reported by role, and the subscribers' median over the decoders', with the
+subscribers that had to connect a second time. --calls adds the CUDA call
+tracer's phases (scripts/lib/bench_host.py).
 
   scripts/gpu/join-live.py --ffmpeg FFMPEG --clip CLIP --streams 16 --consumers 2 --out DIR
   scripts/gpu/join-live.py --memory host ...   (CPU decode, host memory: anywhere)
@@ -31,6 +32,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import bench_host  # noqa: E402  (the harness's process sampler and plans)
+
+# What a subscriber logs when the publisher closed its first handshake while it made
+# its CUDA context, and it connects a second time (protocol-notes D23).
+RETRY_WARNING = "connecting again"
 
 
 def plans(a, key_prefix):
@@ -114,6 +119,7 @@ def run_once(a, rep):
     # The tracer writes a process's calls when it exits.
     profile = bench_host.phase_profile(procs, calls_dir) if a.calls else None
     no_output = [p.name for p in joined if p.first_output is None]
+    again = [p.name for p in joined if p.role == "sub" and RETRY_WARNING in p.log_text()]
     if no_output or failed or a.keep_logs:
         dest = os.path.join(a.out, "logs", "r%d" % rep)
         os.makedirs(dest, exist_ok=True)
@@ -133,7 +139,7 @@ def run_once(a, rep):
         "repeat": rep, "streams": a.streams, "consumers": a.consumers, "memory": a.memory,
         "sub_env": a.sub_env, "publishers_live_s": round(live_at - t0, 2) if live_at else None,
         "roles": roles, "sub_over_dec": round(sub["median"] / dec["median"], 3) if sub and dec else None,
-        "without_output": no_output, "error": failed, "startup_profile": profile,
+        "without_output": no_output, "connected_again": again, "error": failed, "startup_profile": profile,
     }
 
 
@@ -172,8 +178,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     bench_host.make_clip(a)
     lines = ["| round | N | K | subscriber env | publishers live at s | subscribers: first output ms "
-             "(median / max) | decoders: first output ms | subscriber / decoder | without output | error |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(median / max) | decoders: first output ms | subscriber / decoder | without output | "
+             "subscribers connected again | error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     errors = 0
     with open(os.path.join(a.out, "join.jsonl"), "a") as jsonl:
         for rep in range(a.repeat):
@@ -184,9 +191,10 @@ def main():
                 ms = r["roles"][role]["first_output_ms"]
                 return "%d / %d" % (ms["median"], ms["max"]) if ms else "–"
 
-            lines.append("| %d | %d | %d | %s | %s | %s | %s | %s | %d | %s |" % (
+            lines.append("| %d | %d | %d | %s | %s | %s | %s | %s | %d | %d | %s |" % (
                 rep, a.streams, a.consumers, " ".join(a.sub_env) or "–", r["publishers_live_s"], cell("sub"),
-                cell("dec"), r["sub_over_dec"], len(r["without_output"]), r["error"] or "–"))
+                cell("dec"), r["sub_over_dec"], len(r["without_output"]), len(r["connected_again"]),
+                r["error"] or "–"))
             print(lines[-1], flush=True)
             errors += bool(r["error"] or r["without_output"])
             if r["startup_profile"]:

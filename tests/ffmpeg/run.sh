@@ -916,6 +916,10 @@ PY
 # The join measurement's harness on host memory (scripts/gpu/join-live.py): 2 live
 # publishers, then 4 subscribers and 4 decoders at once. Every joiner must report a
 # first output, by role, and the ratio; a run whose publishers cannot start must fail.
+# Then run 2026-12-07a's failure at FFmpeg's defaults: subscribers 33 s between HELLO
+# and SUBSCRIBE (the test hook; there, their CUDA contexts) outlast the muxer's 30 s
+# handshake bound and their own 30 s wait_timeout; each must connect again, get
+# frames, and be counted.
 test_join_live() {
     local d="$WORK/join-live" t=$SECONDS ok=1
     mkdir -p "$d"
@@ -930,11 +934,25 @@ runs = [json.loads(line) for line in open(sys.argv[1])]
 assert len(runs) == 1, runs
 r = runs[0]
 assert r["error"] is None and r["without_output"] == [], r
+# No stall here, so no subscriber's handshake was closed.
+assert r["connected_again"] == [], r
 for role in ("sub", "dec"):
     got = r["roles"][role]
     assert got["processes"] == 4 and got["with_output"] == 4, r
     assert 0 < got["first_output_ms"]["median"] <= got["first_output_ms"]["max"], r
 assert r["sub_over_dec"] > 0 and r["publishers_live_s"] > 0, r
+PY
+    if ! timeout 150 python3 scripts/gpu/join-live.py --ffmpeg "$FFMPEG" --memory host \
+        --clip "$d/clip-60s.mp4" --size 320x240 --seconds 60 --streams 1 --consumers 2 --after 1 \
+        --repeat 1 --sub-env CUFRAMES_TEST_STALL_AT=sub-context:33000 --out "$d/slow" >"$d/slow.txt" 2>&1; then
+        echo "  join-live with subscribers slower than the handshake bound failed"; ok=0
+    fi
+    python3 - "$d/slow/join.jsonl" >>"$d/check.txt" 2>&1 <<'PY' || ok=0
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["error"] is None and r["without_output"] == [], r
+assert r["roles"]["sub"]["with_output"] == 2 and r["roles"]["sub"]["first_output_ms"]["median"] >= 33000, r
+assert len(r["connected_again"]) == 2, r
 PY
     # A clip that is no video: the publishers end at once, and the run says so and fails.
     echo "not a video" >"$d/bad.mp4"
@@ -943,8 +961,8 @@ PY
         ! grep -q "a publisher ended before the joiners started" "$d/bad.txt"; then
         echo "  join-live without publishers did not fail as it should"; ok=0
     fi
-    [ $ok = 1 ] || show "$d/out.txt" "$d/check.txt" "$d/bad.txt"
-    result "join-live harness: 2 live streams, 4 subscribers and 4 decoders join" $ok "($((SECONDS - t)) s)"
+    [ $ok = 1 ] || show "$d/out.txt" "$d/check.txt" "$d/slow.txt" "$d/bad.txt"
+    result "join-live harness: 2 live streams, 4 subscribers and 4 decoders join; 2 past the handshake bound connect again" $ok "($((SECONDS - t)) s)"
 }
 
 # drop_oldest, real time: a subscriber that is still starting (libx264, and a
