@@ -734,6 +734,12 @@ typedef struct cuframes_key_info {
 #define CUFRAMES_ERR_INTERNAL -15
 
 /**
+ * A resource ran out: file descriptors, memory, space in /dev/shm, GPU
+ * memory; the last-error message says which, on which side, and the limit.
+ */
+#define CUFRAMES_ERR_EXHAUSTED -16
+
+/**
  * Something failed; the call that failed reports it too.
  */
 #define CUFRAMES_LOG_ERROR 0

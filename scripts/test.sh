@@ -83,6 +83,10 @@ suite Docs "Links in the README and docs, licences in the manifests (scripts/tes
 # line distributions carry (8.1: scripts/test-ffmpeg-lines.sh; docs/testing.md).
 suite "ffmpeg 9.0 tests" "FFmpeg 9.0 end to end (scripts/build-ffmpeg.sh --ffmpeg 9.0, tests/ffmpeg/run.sh)" ffmpeg_suite 9.0
 suite "ffmpeg 7.1 tests" "FFmpeg 7.1 end to end (scripts/build-ffmpeg.sh --ffmpeg 7.1, tests/ffmpeg/run.sh)" ffmpeg_suite 7.1
+# A host that runs short (/dev/shm full, descriptors at their limit), with the
+# FFmpeg 9.0 muxer and input device where that line was built.
+suite Exhaustion "Running out of /dev/shm and descriptors (tests/exhaustion/run.sh)" \
+    env FFMPEG="$([ -x build/ffmpeg-9.0/bin/ffmpeg ] && echo build/ffmpeg-9.0/bin/ffmpeg)" tests/exhaustion/run.sh
 suite Monitoring "The exporter scraped by a real Prometheus, alerts and dashboard (scripts/test-monitoring.sh)" scripts/test-monitoring.sh
 suite Manifests "Kubernetes and Compose manifests (scripts/test-manifests.sh)" scripts/test-manifests.sh
 suite Packages "The Debian packages: build, lintian, glibc floor, contents (scripts/test-packages.sh)" scripts/test-packages.sh

@@ -21,6 +21,7 @@ ERR_UNSUPPORTED = -12
 ERR_CORRUPT = -13
 ERR_PERMISSION = -14
 ERR_INTERNAL = -15
+ERR_EXHAUSTED = -16
 
 STATUS_NAMES: Dict[int, str] = {
     OK: "CUFRAMES_OK",
@@ -39,6 +40,7 @@ STATUS_NAMES: Dict[int, str] = {
     ERR_CORRUPT: "CUFRAMES_ERR_CORRUPT",
     ERR_PERMISSION: "CUFRAMES_ERR_PERMISSION",
     ERR_INTERNAL: "CUFRAMES_ERR_INTERNAL",
+    ERR_EXHAUSTED: "CUFRAMES_ERR_EXHAUSTED",
 }
 
 
@@ -139,6 +141,12 @@ class InternalError(CuframesError):
     """CUFRAMES_ERR_INTERNAL: a bug inside the library (a caught panic)."""
 
 
+class ExhaustedError(CuframesError):
+    """CUFRAMES_ERR_EXHAUSTED: a resource ran out (descriptors, memory, space
+    in /dev/shm, GPU memory); the message says which, on which side, and the
+    limit."""
+
+
 class ClosedError(InvalidArgumentError):
     """Use of a frame, publisher or subscriber after ``close()``
     (status CUFRAMES_ERR_INVALID_ARGUMENT, also a ``ValueError`` like I/O on a
@@ -165,6 +173,7 @@ _BY_STATUS: Dict[int, Type[CuframesError]] = {
     ERR_CORRUPT: CorruptError,
     ERR_PERMISSION: PermissionError_,
     ERR_INTERNAL: InternalError,
+    ERR_EXHAUSTED: ExhaustedError,
 }
 
 

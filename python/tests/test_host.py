@@ -434,6 +434,30 @@ def test_bad_arguments(key):
         cuframes.Subscriber("a\0b")
 
 
+def test_running_out_of_descriptors_is_an_exhausted_error(key):
+    # In a child: its descriptors are all taken but a few, then a publisher
+    # is made, which needs more.
+    script = """
+import os, resource, sys, cuframes
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+taken = []
+try:
+    while True:
+        taken.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+os.close(taken.pop())
+try:
+    cuframes.Publisher(sys.argv[1], "nv12", 64, 48, memory="host")
+except cuframes.ExhaustedError as e:
+    print(e.status, e.status_name, e.message)
+"""
+    out = subprocess.run([sys.executable, "-c", script, key], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("-16 CUFRAMES_ERR_EXHAUSTED "), out.stdout + out.stderr
+    assert "this process has no descriptor left (limit 64)" in out.stdout, out.stdout
+
+
 def test_key_already_published(key):
     with host_publisher(key):
         with pytest.raises(cuframes.AlreadyExistsError) as info:

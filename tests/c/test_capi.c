@@ -58,15 +58,16 @@ static int test_version_protocol_strerror(void) {
         {CUFRAMES_ERR_CORRUPT, "corrupt shared state"},
         {CUFRAMES_ERR_PERMISSION, "permission denied"},
         {CUFRAMES_ERR_INTERNAL, "internal error"},
+        {CUFRAMES_ERR_EXHAUSTED, "a resource ran out"},
     };
     size_t i;
     CHECK(strcmp(cuframes_version(), CUFRAMES_EXPECTED_VERSION) == 0);
     CHECK(cuframes_protocol_version() == 1);
     for (i = 0; i < sizeof table / sizeof table[0]; i++) {
-        CHECK(table[i].status == -(cuframes_status)i); /* 0, -1, ..., -15 */
+        CHECK(table[i].status == -(cuframes_status)i); /* 0, -1, ..., -16 */
         CHECK(strcmp(cuframes_strerror(table[i].status), table[i].text) == 0);
     }
-    CHECK(strcmp(cuframes_strerror(-16), "unknown status") == 0);
+    CHECK(strcmp(cuframes_strerror(-17), "unknown status") == 0);
     CHECK(strcmp(cuframes_strerror(1), "unknown status") == 0);
     CHECK(strcmp(cuframes_strerror(INT32_MIN), "unknown status") == 0);
     CHECK(CUFRAMES_MAX_PLANES == 4);

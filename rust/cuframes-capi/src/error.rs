@@ -47,6 +47,9 @@ pub const CUFRAMES_ERR_CORRUPT: cuframes_status = -13;
 pub const CUFRAMES_ERR_PERMISSION: cuframes_status = -14;
 /// An internal invariant broke (a bug), e.g. a panic caught at the boundary.
 pub const CUFRAMES_ERR_INTERNAL: cuframes_status = -15;
+/// A resource ran out: file descriptors, memory, space in /dev/shm, GPU
+/// memory; the last-error message says which, on which side, and the limit.
+pub const CUFRAMES_ERR_EXHAUSTED: cuframes_status = -16;
 
 /// The status for an error kind: its stable code.
 pub(crate) fn status_of(kind: ErrorKind) -> cuframes_status {
@@ -73,6 +76,7 @@ pub(crate) fn describe(status: cuframes_status) -> &'static CStr {
         CUFRAMES_ERR_CORRUPT => c"corrupt shared state",
         CUFRAMES_ERR_PERMISSION => c"permission denied",
         CUFRAMES_ERR_INTERNAL => c"internal error",
+        CUFRAMES_ERR_EXHAUSTED => c"a resource ran out",
         _ => c"unknown status",
     }
 }
@@ -160,6 +164,7 @@ mod tests {
             (CUFRAMES_ERR_CORRUPT, ErrorKind::Corrupt),
             (CUFRAMES_ERR_PERMISSION, ErrorKind::Permission),
             (CUFRAMES_ERR_INTERNAL, ErrorKind::Internal),
+            (CUFRAMES_ERR_EXHAUSTED, ErrorKind::Exhausted),
         ];
         assert_eq!(table.len(), ErrorKind::ALL.len());
         for (status, kind) in table {
@@ -167,7 +172,7 @@ mod tests {
             assert_eq!(describe(status).to_str().unwrap(), kind.describe());
         }
         assert_eq!(describe(CUFRAMES_OK).to_str().unwrap(), "success");
-        assert_eq!(describe(-16).to_str().unwrap(), "unknown status");
+        assert_eq!(describe(-17).to_str().unwrap(), "unknown status");
         assert_eq!(describe(1).to_str().unwrap(), "unknown status");
     }
 

@@ -15,6 +15,7 @@ fn state_name(live: bool, ins: &Inspection) -> &'static str {
     match (live, ins.header.is_some()) {
         (true, _) => "live",
         (false, true) => "stale",
+        (false, false) if ins.status.has_shm => "stale (unreadable)",
         (false, false) => "stale (no shm)",
     }
 }
@@ -51,10 +52,21 @@ fn summary(ins: &Inspection) -> Value {
 
 pub fn ls(a: LsArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
+    // Keys listed without all their columns, and why (said under the table).
+    let mut notes = Vec::new();
     for key in list_keys(None) {
-        if let Ok(ins) = inspect_key(&key, None) {
-            rows.push(summary(&ins));
+        match inspect_key(&key, None) {
+            Ok(ins) => {
+                if let Some(why) = ins.unreadable_reason() {
+                    notes.push(format!("{key}: {why}"));
+                }
+                rows.push(summary(&ins));
+            }
+            Err(e) => notes.push(format!("{key}: skipped: {e}")),
         }
+    }
+    for note in &notes {
+        eprintln!("cuframes: {note}");
     }
     if a.json {
         println!("{}", Value::Array(rows));

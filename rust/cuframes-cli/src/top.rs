@@ -21,16 +21,32 @@ use crate::args::{TopArgs, legacy_ms, policy_name};
 struct Snapshot {
     at: Instant,
     keys: BTreeMap<String, Inspection>,
+    /// Keys skipped because they could not be read, and why.
+    unreadable: BTreeMap<String, String>,
 }
 
 fn snapshot() -> Snapshot {
-    let keys = list_keys(None)
-        .into_iter()
-        .filter_map(|key| inspect_key(&key, None).ok().map(|ins| (key, ins)))
-        .collect();
+    let mut keys = BTreeMap::new();
+    let mut unreadable = BTreeMap::new();
+    for key in list_keys(None) {
+        match inspect_key(&key, None) {
+            Ok(ins) => match ins.unreadable_reason() {
+                Some(why) => {
+                    unreadable.insert(key, why.to_owned());
+                }
+                None => {
+                    keys.insert(key, ins);
+                }
+            },
+            Err(e) => {
+                unreadable.insert(key, e.to_string());
+            }
+        }
+    }
     Snapshot {
         at: Instant::now(),
         keys,
+        unreadable,
     }
 }
 
@@ -127,7 +143,13 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn render(rows: &[Value], stale: usize, interval: Duration, live: bool) -> String {
+fn render(
+    rows: &[Value],
+    stale: usize,
+    unreadable: &BTreeMap<String, String>,
+    interval: Duration,
+    live: bool,
+) -> String {
     let mut out = String::new();
     out += &format!(
         "cuframes top — {} publisher(s), rates over {} ms{}\n\n",
@@ -173,6 +195,12 @@ fn render(rows: &[Value], stale: usize, interval: Duration, live: bool) -> Strin
     if stale > 0 {
         out += &format!("\n{stale} stale key(s) left by dead publishers: `cuframes cleanup` removes them\n");
     }
+    if !unreadable.is_empty() {
+        out += &format!("\n{} key(s) skipped, unreadable:\n", unreadable.len());
+        for (key, why) in unreadable {
+            out += &format!("  {key}: {why}\n");
+        }
+    }
     out
 }
 
@@ -199,13 +227,13 @@ pub fn run(a: TopArgs) -> Result<ExitCode> {
             if a.json {
                 println!("{}", Value::Array(rows));
             } else {
-                print!("{}", render(&rows, stale, interval, false));
+                print!("{}", render(&rows, stale, &now.unreadable, interval, false));
             }
             return Ok(ExitCode::SUCCESS);
         }
         let mut stdout = std::io::stdout().lock();
         // Home, draw, clear what the previous frame left below.
-        let screen = render(&rows, stale, interval, true).replace('\n', "\x1b[K\n");
+        let screen = render(&rows, stale, &now.unreadable, interval, true).replace('\n', "\x1b[K\n");
         let _ = write!(stdout, "\x1b[H{screen}\x1b[J");
         let _ = stdout.flush();
         drop(stdout);

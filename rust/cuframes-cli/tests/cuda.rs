@@ -397,6 +397,143 @@ mod needs_gpu {
         }
     }
 
+    /// Device memory held by this process (its current context) so that
+    /// about `leave` bytes stay free, until dropped.
+    struct Hog(cudarc::driver::sys::CUdeviceptr);
+
+    impl Hog {
+        fn leaving(leave: usize) -> Hog {
+            let take = free_device_memory().saturating_sub(leave);
+            // SAFETY: a context is current (the caller bound one); freed on drop.
+            let ptr = unsafe { cudarc::driver::result::malloc_sync(take) }.expect("hog the GPU");
+            eprintln!(
+                "hogging {} MiB: {} MiB left free",
+                take >> 20,
+                free_device_memory() >> 20
+            );
+            Hog(ptr)
+        }
+    }
+
+    impl Drop for Hog {
+        fn drop(&mut self) {
+            // SAFETY: allocated by malloc_sync in `leaving`, freed once.
+            let _ = unsafe { cudarc::driver::result::free_sync(self.0) };
+        }
+    }
+
+    /// Waits until `key`'s publisher lists `n` subscribers.
+    fn wait_for_subscriber_count(env: &TestEnv, key: &str, n: usize) {
+        wait_until(
+            Duration::from_secs(30),
+            &format!("{n} subscriber(s) of {key}"),
+            || cuframes::inspect::inspect(key, Some(env.dir())).is_ok_and(|ins| ins.subscribers().len() == n),
+        );
+    }
+
+    /// Another process holds all but 2 GiB of the GPU: a publisher whose
+    /// ring needs more fails at once, with both numbers, and leaves nothing.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn a_ring_larger_than_the_free_gpu_memory_fails_at_once_with_the_numbers() {
+        let ctx = CudaContext::new(0).unwrap();
+        ctx.bind_to_thread().unwrap();
+        let _hog = Hog::leaving(2 << 30);
+        let env = TestEnv::new();
+        let key = env.key("gpufull");
+        let started = Instant::now();
+        let out = env.run(&[
+            "publish",
+            &key,
+            "--memory",
+            "cuda",
+            "--size",
+            "16384x16384",
+            "--ring",
+            "16",
+            "--frames",
+            "1",
+        ]);
+        out.assert_error(&[
+            "the GPU has ",
+            " MiB free, the ring (16 slots of 384 MiB) needs 6144 MiB",
+        ]);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert!(!shm_path(&key).exists(), "the header was left behind");
+        assert!(!env.socket(&key).exists(), "the socket was left behind");
+    }
+
+    /// The GPU fills up under a running stream: a subscriber that cannot
+    /// make its context there says the GPU is out of memory, with the
+    /// numbers; the publisher and the subscriber it has go on to the end.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn a_subscriber_without_gpu_memory_is_told_and_disturbs_nobody() {
+        let ctx = CudaContext::new(0).unwrap();
+        ctx.bind_to_thread().unwrap();
+        let env = TestEnv::new();
+        let key = env.key("gpuoom");
+        let publisher = cuda_publish(
+            &env,
+            &key,
+            "--size 1920x1080 --fps 100 --frames 600 --policy strict-wait --wait-subscribers 1",
+        );
+        let first = env.subscribe(&key, "--verify --frames 600 --name first");
+        wait_for_subscriber_count(&env, &key, 1);
+        let hog = Hog::leaving(8 << 20);
+        let late = env
+            .subscribe(&key, "--frames 10 --name late --wait-timeout 10s")
+            .wait(Duration::from_secs(60));
+        drop(hog);
+        assert_eq!(late.code(), Some(1), "{late}");
+        assert!(
+            late.stderr.contains("out of memory") && late.stderr.contains(" MiB free of "),
+            "{late}"
+        );
+        let summary = first.wait(Duration::from_secs(60)).assert_success().json();
+        assert_all_verified(&summary, 1, 600);
+        publisher.wait(EXIT_LIMIT).assert_success();
+    }
+
+    /// A subscriber that copies every frame (`copy=auto` under drop_oldest)
+    /// and finds no GPU memory for the copies hands out the frames in their
+    /// slots instead, every one verified, and says so once.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU: run by scripts/gpu-test.sh"]
+    fn a_subscriber_without_memory_for_copies_keeps_its_zero_copy_frames() {
+        let ctx = CudaContext::new(0).unwrap();
+        ctx.bind_to_thread().unwrap();
+        let env = TestEnv::new();
+        let key = env.key("gpunocopy");
+        let mut publisher = cuda_publish(
+            &env,
+            &key,
+            "--size 1920x1080 --fps 50 --frames 0 --ring 16 --wait-subscribers 1",
+        );
+        let sub = env.subscribe(
+            &key,
+            "--verify --frames 200 --copy auto --start-delay 3s --name nocopy",
+        );
+        wait_for_subscriber_count(&env, &key, 1);
+        let hog = Hog::leaving(1 << 20);
+        let out = sub.wait(Duration::from_secs(60));
+        drop(hog);
+        let summary = out.assert_success().json();
+        assert_eq!(summary["copied"], 0, "{summary}");
+        assert_eq!(summary["mismatched"], 0, "{summary}");
+        assert_eq!(
+            out.stderr.matches("no memory for a private copy").count(),
+            1,
+            "{out}"
+        );
+        assert!(publisher.is_running(), "the publisher did not go on");
+        publisher.kill9();
+    }
+
     /// D25 on the GPU: a subscriber that holds 10 frames of a ring of 4
     /// gets device-to-device copies beyond the slots it may hold; one that
     /// copies every frame; both verify every frame (the copies are read back

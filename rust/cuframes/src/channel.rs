@@ -22,7 +22,7 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{ControlMessage, MsgFlags, UnixAddr, recvmsg, sendmsg};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Resource, Result};
 use crate::wire::message::{MAX_MESSAGE_LEN, Message};
 
 /// Most descriptors a peer may have queued before it is a protocol error:
@@ -128,6 +128,17 @@ impl Channel {
     /// protocol error, with every descriptor received closed.
     fn take_descriptors(&mut self, control: &[u8], truncated: bool) -> Result<()> {
         let received = descriptors_in(control);
+        if truncated && let Some(lack) = self.out_of_descriptors() {
+            self.fds.clear();
+            return Err(Error::exhausted(
+                lack,
+                format!(
+                    "{} sent descriptors this process could not take: {}",
+                    self.peer,
+                    lack.ran_out("this process")
+                ),
+            ));
+        }
         if truncated || (self.accepts == Descriptors::Refused && !received.is_empty()) {
             self.fds.clear();
             return Err(Error::protocol(format!(
@@ -151,6 +162,16 @@ impl Channel {
             )));
         }
         Ok(())
+    }
+
+    /// Whether this process is out of descriptors (the kernel truncates
+    /// what it cannot install, as it does what the buffer cannot hold):
+    /// asked by trying to take one more.
+    fn out_of_descriptors(&self) -> Option<Resource> {
+        match self.sock.as_fd().try_clone_to_owned() {
+            Ok(_one_more) => None,
+            Err(e) => Error::io("", &e).resource(),
+        }
     }
 
     fn parse(&mut self) -> Result<Option<Received>> {

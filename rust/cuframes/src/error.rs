@@ -41,11 +41,14 @@ pub enum ErrorKind {
     Permission = -14,
     /// An internal invariant broke (a bug; e.g. a panic caught at the C boundary).
     Internal = -15,
+    /// A resource ran out: file descriptors, memory, space in /dev/shm, GPU
+    /// memory ([`Error::resource`] says which, and on which side).
+    Exhausted = -16,
 }
 
 impl ErrorKind {
     /// Every kind, for tables and tests.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::InvalidArgument,
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
@@ -61,6 +64,7 @@ impl ErrorKind {
         ErrorKind::Corrupt,
         ErrorKind::Permission,
         ErrorKind::Internal,
+        ErrorKind::Exhausted,
     ];
 
     /// The stable numeric code.
@@ -94,8 +98,63 @@ impl ErrorKind {
             ErrorKind::Corrupt => "corrupt shared state",
             ErrorKind::Permission => "permission denied",
             ErrorKind::Internal => "internal error",
+            ErrorKind::Exhausted => "a resource ran out",
         }
     }
+}
+
+/// What ran out, for errors of kind [`ErrorKind::Exhausted`]: it lets the
+/// side that ran out and the side it tells each name it in their own words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Resource {
+    /// File descriptors of one process: its soft `RLIMIT_NOFILE`.
+    Descriptors {
+        /// The limit in force when it ran out.
+        limit: u64,
+    },
+    /// The system's open-file table (`fs.file-max`).
+    SystemDescriptors,
+    /// Memory: memfd pages, mappings.
+    Memory,
+    /// Space on the shared-memory filesystem (`/dev/shm`, a container's
+    /// 64 MiB by default).
+    SharedMemorySpace,
+    /// GPU memory.
+    GpuMemory,
+}
+
+impl Resource {
+    /// `side` ("this process", "the publisher") and what it ran out of.
+    pub fn ran_out(self, side: &str) -> String {
+        match self {
+            Resource::Descriptors { limit } => format!("{side} has no descriptor left (limit {limit})"),
+            Resource::SystemDescriptors => {
+                format!("{side} found the system's file table full (fs.file-max)")
+            }
+            Resource::Memory => format!("{side} is out of memory"),
+            Resource::SharedMemorySpace => format!("{side} found no space left in /dev/shm"),
+            Resource::GpuMemory => format!("{side} found its GPU out of memory"),
+        }
+    }
+
+    /// What ran out when a call failed with `errno`, if that errno means one.
+    fn of_errno(errno: nix::errno::Errno) -> Option<Resource> {
+        use nix::errno::Errno;
+        match errno {
+            Errno::EMFILE => Some(Resource::Descriptors {
+                limit: descriptor_limit(),
+            }),
+            Errno::ENFILE => Some(Resource::SystemDescriptors),
+            Errno::ENOMEM => Some(Resource::Memory),
+            Errno::ENOSPC => Some(Resource::SharedMemorySpace),
+            _ => None,
+        }
+    }
+}
+
+/// This process's soft limit on open descriptors (`ulimit -n`).
+pub(crate) fn descriptor_limit() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| soft)
 }
 
 /// An error: a kind plus a message saying which object and what state.
@@ -103,6 +162,7 @@ impl ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    resource: Option<Resource>,
 }
 
 /// Result alias for the crate.
@@ -114,7 +174,23 @@ impl Error {
         Error {
             kind,
             message: message.into(),
+            resource: None,
         }
+    }
+
+    /// An [`ErrorKind::Exhausted`] error: `resource` ran out while doing
+    /// what `message` says.
+    pub fn exhausted(resource: Resource, message: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::Exhausted,
+            message: message.into(),
+            resource: Some(resource),
+        }
+    }
+
+    /// What ran out, for an [`ErrorKind::Exhausted`] error.
+    pub fn resource(&self) -> Option<Resource> {
+        self.resource
     }
 
     /// The kind (and so the stable code).
@@ -128,8 +204,12 @@ impl Error {
     }
 
     /// An OS error while doing `what` (the kind follows errno: EACCES/EPERM
-    /// become `Permission`).
+    /// become `Permission`; EMFILE, ENFILE, ENOMEM and ENOSPC `Exhausted`,
+    /// saying what this process ran out of).
     pub fn os(what: impl fmt::Display, errno: nix::errno::Errno) -> Error {
+        if let Some(resource) = Resource::of_errno(errno) {
+            return Error::exhausted(resource, format!("{what}: {}", resource.ran_out("this process")));
+        }
         let kind = match errno {
             nix::errno::Errno::EACCES | nix::errno::Errno::EPERM => ErrorKind::Permission,
             _ => ErrorKind::Io,
@@ -173,7 +253,7 @@ mod tests {
     #[test]
     fn codes_are_stable_and_distinct() {
         let codes: Vec<i32> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
-        assert_eq!(codes, (1..=15).map(|c| -c).collect::<Vec<_>>());
+        assert_eq!(codes, (1..=16).map(|c| -c).collect::<Vec<_>>());
         for kind in ErrorKind::ALL {
             assert_eq!(ErrorKind::from_code(kind.code()), kind);
         }
@@ -187,5 +267,26 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Permission);
         assert!(e.message().starts_with("open x: "));
         assert_eq!(Error::os("y", nix::errno::Errno::EIO).kind(), ErrorKind::Io);
+    }
+
+    #[test]
+    fn running_out_is_named_with_the_limit() {
+        let e = Error::os("eventfd", nix::errno::Errno::EMFILE);
+        assert_eq!(e.kind(), ErrorKind::Exhausted);
+        let limit = descriptor_limit();
+        assert_eq!(e.resource(), Some(Resource::Descriptors { limit }));
+        assert_eq!(
+            e.message(),
+            format!("eventfd: this process has no descriptor left (limit {limit})")
+        );
+        assert_eq!(
+            Resource::Descriptors { limit: 40 }.ran_out("the publisher"),
+            "the publisher has no descriptor left (limit 40)"
+        );
+        assert_eq!(
+            Error::os("memfd", nix::errno::Errno::ENOMEM).resource(),
+            Some(Resource::Memory)
+        );
+        assert_eq!(Error::os("x", nix::errno::Errno::EIO).resource(), None);
     }
 }

@@ -136,6 +136,16 @@ impl Inspection {
         frames
     }
 
+    /// Why this key's header could not be read, or did not validate, when
+    /// a live publisher has it or it is in `/dev/shm` (a stale key with no
+    /// header is not unreadable): what tools skip the key for.
+    pub fn unreadable_reason(&self) -> Option<&str> {
+        match &self.info {
+            Err(e) if self.status.live || self.status.has_shm => Some(e),
+            _ => None,
+        }
+    }
+
     /// The frame rate of the frames still in the ring (published frames
     /// per second between the oldest and the newest); None with fewer than
     /// two, or when their times do not add up.
@@ -242,7 +252,12 @@ pub fn inspect_within(
             others_can_write = shm.others_can_write();
             let magic_ready = shm.load_magic();
             let snapshot = shm.snapshot();
-            let info = if magic_ready == crate::wire::MAGIC {
+            let info = if shm.lost_pages() {
+                Err(format!(
+                    "shared memory {} shrank while it was read (a process that may write it truncated it)",
+                    status.paths.shm_name
+                ))
+            } else if magic_ready == crate::wire::MAGIC {
                 validate_header(&snapshot).map_err(|e| e.to_string())
             } else {
                 Err("header not initialised (no magic)".to_owned())

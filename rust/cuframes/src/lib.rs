@@ -36,7 +36,7 @@ mod subscriber;
 mod testhook;
 mod wire;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Resource, Result};
 pub use format::{FrameLayout, PixelFormat, PlaneLayout};
 pub use memory::{
     CudaBinding, CudaShareRequest, DevicePlane, HostPlane, MemoryRequest, PlanePtr, cuda_available,

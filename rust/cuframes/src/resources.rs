@@ -262,17 +262,22 @@ pub enum SocketState {
 }
 
 /// Spec §1's primary liveness test, without blocking (a listener whose
-/// backlog is full answers at once, as live).
-pub fn probe_socket(path: &Path) -> SocketState {
+/// backlog is full answers at once, as live). Fails only when this process
+/// cannot make a socket to ask with (out of descriptors or memory): that
+/// says nothing about the owner.
+pub fn probe_socket(path: &Path) -> Result<SocketState> {
     use nix::errno::Errno;
-    match crate::channel::connect_nonblocking(path) {
+    Ok(match crate::channel::connect_nonblocking(path) {
         Ok(_) | Err(Errno::EAGAIN) => SocketState::Live,
         Err(Errno::ENOENT) => SocketState::Absent,
         Err(Errno::ECONNREFUSED) => SocketState::Stale,
+        Err(e @ (Errno::EMFILE | Errno::ENFILE | Errno::ENOMEM | Errno::ENOBUFS)) => {
+            return Err(Error::os(format!("connecting to {}", path.display()), e));
+        }
         // Not a socket (refused before connecting), or no permission: not
         // a dead publisher's leftover we could prove.
         Err(_) => SocketState::Live,
-    }
+    })
 }
 
 /// Whether a live process holds `key`'s lock, tested without taking it.
@@ -368,7 +373,7 @@ fn clear_stale(paths: &KeyPaths) -> Result<Vec<String>> {
     let key = &paths.key;
     let mut removed = Vec::new();
     expect_file_type(&paths.socket, true)?;
-    match probe_socket(&paths.socket) {
+    match probe_socket(&paths.socket)? {
         SocketState::Live => {
             return Err(Error::new(
                 ErrorKind::AlreadyExists,
@@ -556,7 +561,7 @@ pub fn key_status(key: &str, runtime_dir: Option<&Path>) -> Result<KeyStatus> {
     };
     let live = lock_is_held(&chosen.lock)
         || ShmHeader::at_name(&chosen.shm_name).is_ok_and(|at| at == AtName::Live)
-        || (has_socket && probe_socket(&chosen.socket) == SocketState::Live);
+        || (has_socket && probe_socket(&chosen.socket)? == SocketState::Live);
     Ok(KeyStatus {
         paths: chosen,
         live,

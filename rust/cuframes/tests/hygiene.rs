@@ -17,28 +17,6 @@ use common::*;
 use cuframes::protocol::{HelloReq, Message};
 use cuframes::{Publisher, Subscriber};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Counts {
-    fds: usize,
-    maps: usize,
-    /// Mappings of shared headers and slot memfds.
-    shared_maps: usize,
-    threads: usize,
-}
-
-fn counts() -> Counts {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    Counts {
-        fds: std::fs::read_dir("/proc/self/fd").unwrap().count(),
-        maps: maps.lines().count(),
-        shared_maps: maps
-            .lines()
-            .filter(|l| l.contains("cuframes") || l.contains("memfd:"))
-            .count(),
-        threads: std::fs::read_dir("/proc/self/task").unwrap().count(),
-    }
-}
-
 fn cycles() -> usize {
     std::env::var("CUFRAMES_HYGIENE_CYCLES")
         .ok()

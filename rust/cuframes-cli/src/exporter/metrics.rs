@@ -88,9 +88,14 @@ pub struct ScrapeStats {
 /// a live publisher's header (or one left in `/dev/shm`) could not be read
 /// in time or did not validate. A stale key with no header is not one.
 pub fn unreadable(ins: &Result<Inspection, String>) -> bool {
+    why_unreadable(ins).is_some()
+}
+
+/// Why a key counts as unreadable ([`unreadable`]), or None.
+pub fn why_unreadable(ins: &Result<Inspection, String>) -> Option<&str> {
     match ins {
-        Err(_) => true,
-        Ok(i) => i.info.is_err() && (i.status.live || i.status.has_shm),
+        Err(e) => Some(e),
+        Ok(i) => i.unreadable_reason(),
     }
 }
 
@@ -205,6 +210,11 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
         "gauge",
         "Keys found in /dev/shm and the runtime directories",
     );
+    let mut unreadable_now = Family::new(
+        "cuframes_keys_unreadable",
+        "gauge",
+        "Keys skipped in this scrape because their header could not be read (the exporter logs why, once per key and reason)",
+    );
     let now_ns = realtime_ns();
     for (key, ins) in keys {
         let k = key.as_str();
@@ -303,10 +313,34 @@ pub fn render(keys: &[(String, Result<Inspection, String>)], scrape: ScrapeStats
     errors.add(&[], scrape.errors_total as f64);
     duration.add(&[], scrape.seconds);
     count.add(&[], keys.len() as f64);
+    unreadable_now.add(&[], keys.iter().filter(|(_, ins)| unreadable(ins)).count() as f64);
     let mut out = String::new();
     for family in [
-        up, unread, pid, stale, info, published, rate, nominal, age, ring, subs, waits, wait_s, timeouts,
-        copied_key, received, lost, copied, lag, lag_s, ack_age, errors, duration, count,
+        up,
+        unread,
+        pid,
+        stale,
+        info,
+        published,
+        rate,
+        nominal,
+        age,
+        ring,
+        subs,
+        waits,
+        wait_s,
+        timeouts,
+        copied_key,
+        received,
+        lost,
+        copied,
+        lag,
+        lag_s,
+        ack_age,
+        errors,
+        duration,
+        count,
+        unreadable_now,
     ] {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);

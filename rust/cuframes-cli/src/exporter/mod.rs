@@ -4,6 +4,7 @@
 
 mod metrics;
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -45,6 +46,8 @@ struct Scraper {
     /// The last page and when it was done: a request that arrives while a
     /// scrape is under way takes that scrape's page.
     last: Mutex<Option<(Instant, String)>>,
+    /// Why each key was unreadable at the last scrape, as logged.
+    told: Mutex<HashMap<String, String>>,
 }
 
 impl Scraper {
@@ -53,6 +56,7 @@ impl Scraper {
             runtime_dir,
             errors_total: AtomicU64::new(0),
             last: Mutex::new(None),
+            told: Mutex::new(HashMap::new()),
         }
     }
 
@@ -75,6 +79,7 @@ impl Scraper {
         let dir = self.runtime_dir.as_deref();
         let keys = read_keys(cuframes::list_keys(dir), dir, started + SCRAPE_BUDGET);
         let errors = keys.iter().filter(|(_, ins)| metrics::unreadable(ins)).count() as u64;
+        self.log_unreadable(&keys);
         let errors_total = self.errors_total.fetch_add(errors, Ordering::Relaxed) + errors;
         metrics::render(
             &keys,
@@ -83,6 +88,33 @@ impl Scraper {
                 errors_total,
             },
         )
+    }
+}
+
+impl Scraper {
+    /// Logs why each unreadable key was skipped, once per key and reason
+    /// (a scrape every few seconds would repeat it for ever).
+    fn log_unreadable(&self, keys: &[KeyRead]) {
+        let mut told = self.told.lock().unwrap_or_else(PoisonError::into_inner);
+        let now: HashMap<&str, &str> = keys
+            .iter()
+            .filter_map(|(key, ins)| metrics::why_unreadable(ins).map(|why| (key.as_str(), why)))
+            .collect();
+        for (key, why) in &now {
+            if told.get(*key).is_none_or(|before| before != why) {
+                crate::logline::event(
+                    crate::logline::Level::Warning,
+                    None,
+                    "key_unreadable",
+                    &format!("exporter skips key '{key}': {why}"),
+                    serde_json::json!({"key": key, "reason": why}),
+                );
+            }
+        }
+        *told = now
+            .into_iter()
+            .map(|(k, w)| (k.to_owned(), w.to_owned()))
+            .collect();
     }
 }
 

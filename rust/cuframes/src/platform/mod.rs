@@ -1,5 +1,5 @@
 //! What this library needs from Linux, in one place: mapped regions and
-//! sealed memfds (`region`), OFD locks (`lock`), peer credentials and file
+//! sealed memfds (`region`), SIGBUS contained to the region it hit (`sigbus`), OFD locks (`lock`), peer credentials and file
 //! modes (`access`), names in shared directories (`names`), and the clocks
 //! (`clock`). Every other module reaches the
 //! kernel through these (or through `nix` for sockets and shared-memory
@@ -10,3 +10,4 @@ pub mod clock;
 pub(crate) mod lock;
 pub(crate) mod names;
 pub(crate) mod region;
+pub(crate) mod sigbus;

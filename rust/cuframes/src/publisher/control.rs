@@ -6,6 +6,7 @@
 //! that takes too long, or a socket that does not drain closes that peer
 //! alone; the publisher and the other subscribers carry on.
 
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::registry::Registry;
 use crate::channel::{Channel, Descriptors, poll_fds};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Resource, Result};
 use crate::platform::access;
 use crate::wire::PROTOCOL_VERSION;
 use crate::wire::message::{
@@ -100,12 +101,15 @@ impl ControlThread {
             .set_nonblocking(true)
             .map_err(|e| Error::io("listener", &e))?;
         let thread_stop = stop.clone();
+        // Taken here, not in the thread: the publisher holds all it needs
+        // when `create` returns.
+        let spare = spare_descriptor();
         let name = format!("cuframes-ctl-{}", setup.registry.key);
         let handle = std::thread::Builder::new()
             .name(name.chars().take(15).collect())
             .spawn(move || {
                 let logger = setup.logger.clone();
-                crate::log::with_logger(logger.as_ref(), || Control::new(setup, thread_stop).run())
+                crate::log::with_logger(logger.as_ref(), || Control::new(setup, thread_stop, spare).run())
             })
             .map_err(|e| Error::io("spawning the control thread", &e))?;
         Ok(ControlThread {
@@ -167,16 +171,54 @@ struct Control {
     stop: Arc<EventFd>,
     peers: Vec<Peer>,
     next_conn: u64,
+    /// A descriptor held in reserve: out of descriptors, it is closed to
+    /// accept a newcomer and tell it why it cannot be served, instead of
+    /// leaving it to time out (and the listener readable for ever).
+    spare: Option<OwnedFd>,
+    /// What ran out, each logged once (with its limit).
+    told: HashSet<Resource>,
 }
 
 impl Control {
-    fn new(setup: ControlSetup, stop: Arc<EventFd>) -> Control {
+    fn new(setup: ControlSetup, stop: Arc<EventFd>, spare: Option<OwnedFd>) -> Control {
         Control {
             setup,
             stop,
             peers: Vec::new(),
             next_conn: 1,
+            spare,
+            told: HashSet::new(),
         }
+    }
+
+    /// Logs, once per resource, that a subscriber could not be taken for
+    /// `lack` of it; the ones it has are served on.
+    fn tell_once(&mut self, lack: &Error) {
+        let Some(resource) = lack.resource() else { return };
+        if self.told.insert(resource) {
+            crate::log::warning!(
+                "publisher of '{}' cannot take more subscribers: {lack}; it goes on serving the {} it has (said once)",
+                self.setup.registry.key,
+                self.setup.registry.subscribers().len()
+            );
+        }
+    }
+
+    /// Accepts a newcomer with the spare descriptor and tells it that this
+    /// publisher has no descriptor left.
+    fn turn_away_for_lack_of_descriptors(&mut self, lack: Error) {
+        self.tell_once(&lack);
+        if self.spare.take().is_none() {
+            // Nothing to make room with: let the newcomer wait a moment
+            // rather than spin on a listener that stays readable.
+            std::thread::sleep(Duration::from_millis(10));
+            return;
+        }
+        if let Ok((sock, _)) = self.setup.listener.accept() {
+            self.setup.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            let _ = crate::channel::send_on(&sock, "turned-away peer", &refusal_for(&lack), None);
+        }
+        self.spare = spare_descriptor();
     }
 
     fn run(mut self) {
@@ -253,7 +295,16 @@ impl Control {
         for _ in 0..ACCEPT_BURST {
             let sock = match self.setup.listener.accept() {
                 Ok((sock, _)) => sock,
-                Err(_) => return,
+                Err(e) => {
+                    let e = Error::io("accepting a subscriber", &e);
+                    if matches!(
+                        e.resource(),
+                        Some(Resource::Descriptors { .. } | Resource::SystemDescriptors)
+                    ) {
+                        self.turn_away_for_lack_of_descriptors(e);
+                    }
+                    return;
+                }
             };
             let silent: Vec<usize> = (0..self.peers.len())
                 .filter(|&i| self.peers[i].phase == Phase::Hello)
@@ -488,7 +539,11 @@ impl Control {
         ) {
             Ok(admitted) => admitted,
             Err(e) => {
+                if e.resource().is_some() {
+                    let _ = peer.chan.send(&refusal_for(&e));
+                }
                 let _ = peer.chan.send(&refused_subscribe(e.kind()));
+                self.tell_once(&e);
                 return Verdict::Close;
             }
         };
@@ -591,6 +646,22 @@ fn send_or_close(chan: &Channel, msg: &Message) -> Verdict {
         Ok(()) => Verdict::Keep,
         Err(_) => Verdict::Close,
     }
+}
+
+/// The ERROR that tells a subscriber what this publisher ran out of.
+fn refusal_for(lack: &Error) -> Message {
+    Message::Error {
+        code: lack.kind().code(),
+        message: match lack.resource() {
+            Some(resource) => resource.ran_out("the publisher"),
+            None => lack.to_string(),
+        },
+    }
+}
+
+/// A descriptor to hold in reserve (see `Control::spare`).
+fn spare_descriptor() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
 }
 
 fn refused_subscribe(kind: ErrorKind) -> Message {

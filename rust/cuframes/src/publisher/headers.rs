@@ -13,7 +13,7 @@
 //! as untrusted as before).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::error::Result;
@@ -26,6 +26,10 @@ pub(crate) struct Headers {
     pub named: ShmHeader,
     pub sealed: ShmHeader,
     sealed_fd: OwnedFd,
+    /// `/dev/shm/cuframes-<key>`, for messages.
+    named_path: String,
+    /// Whether the named copy's loss of pages was logged (once).
+    named_lost_told: AtomicBool,
 }
 
 impl Headers {
@@ -50,6 +54,8 @@ impl Headers {
             named,
             sealed,
             sealed_fd,
+            named_path: crate::platform::names::shm_path(shm_name).display().to_string(),
+            named_lost_told: AtomicBool::new(false),
         })
     }
 
@@ -82,6 +88,12 @@ impl Headers {
     ) {
         for h in self.both() {
             h.publish_slot(slot, seq, pts_ns, written, props, side);
+        }
+        if self.named.lost_pages() && !self.named_lost_told.swap(true, Ordering::Relaxed) {
+            crate::log::warning!(
+                "{} shrank under its publisher (a process that may write it truncated it): protocol-v1 subscribers and tools that read it by name lose the stream; cuframes subscribers go on with the sealed copy",
+                self.named_path
+            );
         }
     }
 

@@ -91,6 +91,10 @@ impl ShmHeader {
             .and_then(|()| {
                 ftruncate(&fd, HEADER_SIZE as i64).map_err(|e| Error::os(format!("ftruncate {name}"), e))
             })
+            .and_then(|()| {
+                let path = names::shm_path(name);
+                crate::platform::region::back_with_pages(&fd, HEADER_SIZE, &path.display().to_string())
+            })
             .and_then(|()| MappedRegion::map(&fd, HEADER_SIZE, Access::ReadWrite, name));
         let region = match created {
             Ok(region) => region,
@@ -192,6 +196,16 @@ impl ShmHeader {
             return Err(Error::corrupt(format!(
                 "shared memory {what} is {} bytes; protocol v1 requires {HEADER_SIZE}",
                 stat.st_size
+            )));
+        }
+        // Every publisher writes its whole header before the magic: one
+        // without pages is what a publisher that died creating it, or could
+        // not get the space (an older cuframes), left. Reading it would take
+        // pages /dev/shm may not have (SIGBUS), so it is never mapped.
+        let backed = crate::platform::region::backed_bytes(&stat);
+        if backed < HEADER_SIZE as u64 {
+            return Err(Error::corrupt(format!(
+                "shared memory {what} is sparse: {backed} of its {HEADER_SIZE} bytes have pages (left by a publisher that died creating it or found /dev/shm full; `cuframes cleanup` removes it)"
             )));
         }
         let region = MappedRegion::map(fd, HEADER_SIZE, access, what)?;
@@ -313,6 +327,12 @@ impl ShmHeader {
             word.copy_from_slice(&self.atomic_u64(i * 8).load(Ordering::Relaxed).to_le_bytes());
         }
         SharedHeader::from_bytes(&bytes)
+    }
+
+    /// Whether the object shrank or lost its pages under this mapping
+    /// (another process truncated it): what was read since is zeros.
+    pub(crate) fn lost_pages(&self) -> bool {
+        self.region.faulted()
     }
 
     /// `magic` with Acquire: pairs with the Release at creation.

@@ -193,6 +193,7 @@ fn connect_once(config: &SubscriberConfig) -> std::result::Result<Reader, Failed
         copied: 0,
         torn: 0,
         side_data_rejected: 0,
+        copies_refused_told: false,
         dropped_before_last: 0,
         copy: config.copy,
         strict,

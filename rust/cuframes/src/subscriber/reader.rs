@@ -12,6 +12,7 @@ use super::lease::{FrameLease, Ring};
 use super::{CopyMode, SubscriberMode, SubscriberStats};
 use crate::channel::{Channel, poll_fds};
 use crate::error::{Error, ErrorKind, Result};
+use crate::memory::LocalFrame;
 use crate::platform::clock;
 use crate::props::FrameProps;
 use crate::shm::header::StreamInfo;
@@ -36,6 +37,8 @@ pub(super) struct Reader {
     pub(super) copied: u64,
     pub(super) torn: u64,
     pub(super) side_data_rejected: u64,
+    /// That private copies could not be had was said (once).
+    pub(super) copies_refused_told: bool,
     /// `dropped` when the last frame was handed out.
     pub(super) dropped_before_last: u64,
     pub(super) copy: CopyMode,
@@ -152,6 +155,14 @@ impl Reader {
         }
         self.control_pending = false;
         self.control_due_ns = clock::monotonic_ns() + CONTROL_CHECK_NS;
+        if self.ring.header.lost_pages() {
+            let lost = Error::corrupt(format!(
+                "shared memory of '{}' shrank under this subscriber (a process that may write it truncated it): it can no longer be read",
+                self.key
+            ));
+            self.disconnected = Some(lost.clone());
+            return Err(lost);
+        }
         loop {
             let result = self.chan.try_recv();
             let err = match result {
@@ -269,13 +280,16 @@ impl Reader {
                     (!self.strict || ring.held_slots(slot) > leasable(ring.ring_size)).then_some(())
                 }
             };
-            let copy = match copy {
+            let buffer = match copy {
+                None => None,
+                Some(()) => self.private_buffer(&ring)?,
+            };
+            let copy = match buffer {
                 None => {
                     ring.mapping.prepare(slot, seq)?;
                     None
                 }
-                Some(()) => {
-                    let mut buffer = ring.local_buffer()?;
+                Some(mut buffer) => {
                     let copied = ring.mapping.copy_out(slot, seq, &ring.layout, &mut buffer);
                     let intact = copied.is_ok() && header.seq_after_read(slot) == seq;
                     ring.ack(slot, seq);
@@ -306,6 +320,26 @@ impl Reader {
             return Ok(Some(lease));
         }
         Ok(None)
+    }
+
+    /// A private buffer for a copy; with `copy=auto`, None when there is no
+    /// memory for one: the frame is then handed out in its slot (zero-copy,
+    /// as without copies), and that is said once.
+    fn private_buffer(&mut self, ring: &Ring) -> Result<Option<LocalFrame>> {
+        match ring.local_buffer() {
+            Ok(buffer) => Ok(Some(buffer)),
+            Err(e) if self.copy == CopyMode::Auto && e.kind() == ErrorKind::Exhausted => {
+                if !self.copies_refused_told {
+                    self.copies_refused_told = true;
+                    crate::log::warning!(
+                        "subscriber of '{}': no memory for a private copy ({e}); frames stay in the publisher's slots (zero-copy) until there is",
+                        self.key
+                    );
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Extension: our counts so far, where the tools read them.

@@ -149,3 +149,27 @@ pub fn write_publisher_copy(key: &str, offset: u64, value: u64) {
         .write_all_at(&value.to_le_bytes(), start + offset)
         .unwrap();
 }
+
+/// What this process holds of the kernel's: descriptors, mappings (and of
+/// those, shared headers and memfds), threads. Tests that count it run
+/// alone in their binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub fds: usize,
+    pub maps: usize,
+    pub shared_maps: usize,
+    pub threads: usize,
+}
+
+pub fn counts() -> Counts {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    Counts {
+        fds: std::fs::read_dir("/proc/self/fd").unwrap().count(),
+        maps: maps.lines().count(),
+        shared_maps: maps
+            .lines()
+            .filter(|l| l.contains("cuframes") || l.contains("memfd:"))
+            .count(),
+        threads: std::fs::read_dir("/proc/self/task").unwrap().count(),
+    }
+}

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use cudarc::driver::sys;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Resource, Result};
 
 pub(crate) use sys::{CUcontext, CUdeviceptr, CUevent, CUstream};
 
@@ -62,14 +62,56 @@ fn error_name(code: sys::CUresult) -> String {
 }
 
 /// Turns a CUresult into a `Cuda` error naming the call.
+/// Out of GPU memory, it is an `Exhausted` error with what the device has
+/// free (of the current context's device, when one is current).
 pub(crate) fn check(code: sys::CUresult, call: &str) -> Result<()> {
-    if code == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(Error::new(
+    match code {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+            let free = memory_info().map_or(String::new(), |(free, total)| {
+                format!(" ({} free of {})", mib(free), mib(total))
+            });
+            Err(Error::exhausted(
+                Resource::GpuMemory,
+                format!(
+                    "{call} failed: {}: {}{free}",
+                    error_name(code),
+                    Resource::GpuMemory.ran_out("this process")
+                ),
+            ))
+        }
+        _ => Err(Error::new(
             ErrorKind::Cuda,
             format!("{call} failed: {}", error_name(code)),
-        ))
+        )),
+    }
+}
+
+/// Free and total bytes of the current context's device (`cuMemGetInfo`);
+/// None without a current context.
+pub(crate) fn memory_info() -> Option<(u64, u64)> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers; without a current context it returns an
+    // error code and writes nothing.
+    let result = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
+    (result == sys::CUresult::CUDA_SUCCESS).then_some((free as u64, total as u64))
+}
+
+/// Bytes in MiB, for messages.
+pub(crate) fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes.div_ceil(1 << 20))
+}
+
+/// Fails at once, with the numbers, when the current context's device has
+/// less free memory than `needed` bytes for `what`: better than a ring
+/// half allocated, or a driver error without them.
+pub(crate) fn require_free_memory(needed: u64, what: &str) -> Result<()> {
+    match memory_info() {
+        Some((free, _)) if free < needed => Err(Error::exhausted(
+            Resource::GpuMemory,
+            format!("the GPU has {} free, {what} needs {}", mib(free), mib(needed)),
+        )),
+        _ => Ok(()),
     }
 }
 

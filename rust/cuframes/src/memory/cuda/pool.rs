@@ -74,6 +74,13 @@ impl CudaPool {
             CudaShareRequest::Ipc => Some(String::new()),
             _ => vmm::fd_sharing_unsupported(ctx.device)?,
         };
+        driver::require_free_memory(
+            layout.size() as u64 * ring_size as u64,
+            &format!(
+                "the ring ({ring_size} slots of {})",
+                driver::mib(layout.size() as u64)
+            ),
+        )?;
         let shared = match (share, why_not_fd) {
             (CudaShareRequest::Fd, Some(why)) => {
                 return Err(Error::new(
