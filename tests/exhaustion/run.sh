@@ -239,6 +239,58 @@ test_publisher_out_of_descriptors() {
     wait "$publisher" || fail "the publisher exited $?"
 }
 
+# A publisher left without a single free descriptor (its limit lowered to
+# what it holds): it cannot even accept, yet the newcomer is told why, with
+# the limit, through the descriptor it keeps in reserve.
+test_publisher_cannot_accept() {
+    bgrun publisher "$CLI" publish full --memory host --size 64x64 --fps 50 --frames 0
+    local publisher=$BGPID
+    wait_socket full
+    local pid
+    pid=$(pgrep -f "publish full" | head -n 1)
+    local held
+    held=$(ls "/proc/$pid/fd" | wc -l)
+    prlimit --pid "$pid" --nofile="$held:" || fail "prlimit failed"
+    cli 10 subscriber subscribe full --frames 5 --wait-timeout 2s
+    [ "$RC" -eq 1 ] || fail "the subscriber exited $RC, not 1"
+    says "$T/subscriber.err" "publisher of 'full': the publisher has no descriptor left (limit $held)"
+    says "$T/publisher.err" "accepting a subscriber: this process has no descriptor left (limit $held)"
+    kill -0 "$publisher" 2>/dev/null || fail "the publisher died"
+    prlimit --pid "$pid" --nofile=1024: || fail "prlimit could not raise the limit again"
+    cli 10 next subscribe full --json --frames 5 --wait-timeout 5s
+    [ "$RC" -eq 0 ] || fail "a subscriber after the limit was raised exited $RC"
+    kill "$publisher"
+}
+
+# 33 subscribers of one publisher: the 31 slots taken, the other two are
+# told, the publisher says so once and serves on.
+test_subscriber_slots() {
+    bgrun publisher "$CLI" publish slots --memory host --size 64x64 --fps 50 --frames 0
+    local publisher=$BGPID i subs=()
+    wait_socket slots
+    for i in $(seq 33); do
+        bgrun "sub$i" "$CLI" subscribe slots --json --frames 250 --wait-timeout 5s
+        subs+=("$BGPID")
+    done
+    local served=0 refused=0 rc
+    for i in $(seq 33); do
+        wait "${subs[$((i - 1))]}"
+        rc=$?
+        no_signal "sub$i" "$rc"
+        if [ "$rc" -eq 0 ]; then
+            served=$((served + 1))
+        else
+            says "$T/sub$i.err" "too many subscribers: publisher of 'slots' serves its maximum of 31"
+            refused=$((refused + 1))
+        fi
+    done
+    [ "$served" -eq 31 ] && [ "$refused" -eq 2 ] || fail "$served served, $refused refused"
+    [ "$(grep -c "cannot take more subscribers: too many subscribers" "$T/publisher.err")" -eq 1 ] ||
+        fail "the publisher did not say once that its subscriber slots ran out"
+    kill -0 "$publisher" 2>/dev/null || fail "the publisher died"
+    kill "$publisher"
+}
+
 # A subscriber with 6 descriptors: its own limit, not the publisher, is named.
 test_subscriber_out_of_descriptors() {
     bgrun publisher "$CLI" publish lowfd --memory host --size 64x64 --fps 50 --frames 500
@@ -325,7 +377,8 @@ fi
 # ---- the runner ------------------------------------------------------------
 
 CLI_TESTS=(test_full_before_publish test_full_while_running test_sparse_header test_running_exporter
-    test_header_shrunk_under_publisher test_publisher_out_of_descriptors test_subscriber_out_of_descriptors)
+    test_header_shrunk_under_publisher test_publisher_out_of_descriptors test_publisher_cannot_accept test_subscriber_slots
+    test_subscriber_out_of_descriptors)
 FFMPEG_TESTS=(test_ffmpeg_muxer_full test_ffmpeg_full_while_running test_ffmpeg_device_sparse)
 
 can_isolate() {

@@ -176,7 +176,7 @@ struct Control {
     /// leaving it to time out (and the listener readable for ever).
     spare: Option<OwnedFd>,
     /// What ran out, each logged once (with its limit).
-    told: HashSet<Resource>,
+    told: HashSet<String>,
 }
 
 impl Control {
@@ -191,11 +191,16 @@ impl Control {
         }
     }
 
-    /// Logs, once per resource, that a subscriber could not be taken for
-    /// `lack` of it; the ones it has are served on.
+    /// Logs, once per cause (a resource, or all 31 subscriber slots taken),
+    /// that a subscriber could not be taken for `lack` of it; the ones it
+    /// has are served on.
     fn tell_once(&mut self, lack: &Error) {
-        let Some(resource) = lack.resource() else { return };
-        if self.told.insert(resource) {
+        let cause = match (lack.resource(), lack.kind()) {
+            (Some(resource), _) => format!("{resource:?}"),
+            (None, ErrorKind::TooMany) => "subscriber slots".to_owned(),
+            _ => return,
+        };
+        if self.told.insert(cause) {
             crate::log::warning!(
                 "publisher of '{}' cannot take more subscribers: {lack}; it goes on serving the {} it has (said once)",
                 self.setup.registry.key,
