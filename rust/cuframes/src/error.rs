@@ -116,9 +116,9 @@ pub enum Resource {
     SystemDescriptors,
     /// Memory: memfd pages, mappings.
     Memory,
-    /// Space on the shared-memory filesystem (`/dev/shm`, a container's
-    /// 64 MiB by default).
-    SharedMemorySpace,
+    /// Space on a filesystem: for cuframes, `/dev/shm` (a container's is
+    /// 64 MiB by default), where the shared headers live.
+    Space,
     /// GPU memory.
     GpuMemory,
 }
@@ -132,7 +132,7 @@ impl Resource {
                 format!("{side} found the system's file table full (fs.file-max)")
             }
             Resource::Memory => format!("{side} is out of memory"),
-            Resource::SharedMemorySpace => format!("{side} found no space left in /dev/shm"),
+            Resource::Space => format!("{side} found no space left on the filesystem"),
             Resource::GpuMemory => format!("{side} found its GPU out of memory"),
         }
     }
@@ -146,7 +146,7 @@ impl Resource {
             }),
             Errno::ENFILE => Some(Resource::SystemDescriptors),
             Errno::ENOMEM => Some(Resource::Memory),
-            Errno::ENOSPC => Some(Resource::SharedMemorySpace),
+            Errno::ENOSPC => Some(Resource::Space),
             _ => None,
         }
     }

@@ -115,7 +115,7 @@ fn check_backing(fd: std::os::fd::BorrowedFd<'_>, len: usize, what: &str) -> Res
     let room = FilesystemRoom::of(fd);
     if room.free.is_some_and(|free| free < missing) {
         return Err(Error::exhausted(
-            Resource::SharedMemorySpace,
+            Resource::Space,
             format!(
                 "{what} lacks pages for {missing} of its {len} bytes and its filesystem {}: reading it would raise SIGBUS, so it is not mapped",
                 room.describe()
@@ -169,7 +169,7 @@ pub(crate) fn back_with_pages(fd: &OwnedFd, len: usize, what: &str) -> Result<()
                 let room = FilesystemRoom::of(fd.as_fd());
                 return Err(match room.free {
                     Some(_) => Error::exhausted(
-                        Resource::SharedMemorySpace,
+                        Resource::Space,
                         format!(
                             "no space for {what}: {len} bytes wanted, its filesystem {}",
                             room.describe()
