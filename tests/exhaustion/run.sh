@@ -307,6 +307,33 @@ test_subscriber_out_of_descriptors() {
     kill "$publisher"
 }
 
+# Memory for mappings (an address-space limit makes mmap fail as a memory
+# cgroup would, without the OOM killer): a publisher whose 4K ring does not
+# fit fails and leaves nothing; a subscriber that cannot map the slots fails,
+# naming its own memory, and the publisher serves the next one.
+test_out_of_memory() {
+    timeout -k 1 10 bash -c "ulimit -v 150000 && exec '$CLI' publish vm --memory host --size 3840x2160 --ring 16 --frames 2" \
+        >"$T/publish.out" 2>"$T/publish.err"
+    RC=$?
+    no_signal publish "$RC"
+    [ "$RC" -eq 1 ] || fail "the publisher exited $RC, not 1"
+    says "$T/publish.err" "mmap host slot memory of 'vm' (199098368 bytes): this process is out of memory"
+    [ ! -e /dev/shm/cuframes-vm ] || fail "/dev/shm/cuframes-vm was left behind"
+    bgrun publisher "$CLI" publish vm --memory host --size 3840x2160 --ring 16 --fps 20 --frames 0
+    local publisher=$BGPID
+    wait_socket vm
+    timeout -k 1 10 bash -c "ulimit -v 150000 && exec '$CLI' subscribe vm --frames 5 --wait-timeout 2s" \
+        >"$T/subscriber.out" 2>"$T/subscriber.err"
+    RC=$?
+    no_signal subscriber "$RC"
+    [ "$RC" -eq 1 ] || fail "the subscriber exited $RC, not 1"
+    says "$T/subscriber.err" "mmap host slot memory (199098368 bytes): this process is out of memory"
+    cli 20 next subscribe vm --json --frames 5 --wait-timeout 5s
+    [ "$RC" -eq 0 ] || fail "the next subscriber exited $RC"
+    kill -0 "$publisher" 2>/dev/null || fail "the publisher died"
+    kill "$publisher"
+}
+
 # ff NAME LIMIT ARGS...: the patched ffmpeg, bounded; RC its exit code. ffmpeg
 # exits with codes above 128 of its own (an AVERROR's low byte), so whether a
 # signal ended it is asked of Python's subprocess (a negative code).
@@ -378,7 +405,7 @@ fi
 
 CLI_TESTS=(test_full_before_publish test_full_while_running test_sparse_header test_running_exporter
     test_header_shrunk_under_publisher test_publisher_out_of_descriptors test_publisher_cannot_accept test_subscriber_slots
-    test_subscriber_out_of_descriptors)
+    test_subscriber_out_of_descriptors test_out_of_memory)
 FFMPEG_TESTS=(test_ffmpeg_muxer_full test_ffmpeg_full_while_running test_ffmpeg_device_sparse)
 
 can_isolate() {
