@@ -3,7 +3,9 @@
 //! driver gets a clear error instead of a crash (`available()` is checked
 //! before any other call; cudarc panics when a symbol cannot be loaded).
 //!
-//! The only module with CUDA `unsafe`. Every call runs with the right
+//! CUDA `unsafe` lives here and in its two neighbours that need other raw
+//! calls: `vmm.rs` (virtual memory management: export, import, map) and
+//! `copy_kernel.rs` (the copy kernel's module and launch). Every call runs with the right
 //! context current (`ContextGuard`), because callers such as FFmpeg call from
 //! threads where no context is current.
 
