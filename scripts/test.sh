@@ -13,6 +13,10 @@ for component in rustfmt clippy; do
     fi
 done
 
+# The GStreamer plugin's crate builds against the system's GStreamer: installed
+# before clippy builds the workspace.
+. scripts/lib/gstreamer.sh
+ensure_gstreamer
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings are errors)"
@@ -87,6 +91,8 @@ suite "ffmpeg 7.1 tests" "FFmpeg 7.1 end to end (scripts/build-ffmpeg.sh --ffmpe
 # FFmpeg 9.0 muxer and input device where that line was built.
 suite Exhaustion "Running out of /dev/shm and descriptors (tests/exhaustion/run.sh)" \
     env FFMPEG="$([ -x build/ffmpeg-9.0/bin/ffmpeg ] && echo build/ffmpeg-9.0/bin/ffmpeg)" tests/exhaustion/run.sh
+suite GStreamer "The GStreamer elements on host memory, with FFmpeg 9.0 (tests/gstreamer/run.sh)" \
+    env FFMPEG="$([ -x build/ffmpeg-9.0/bin/ffmpeg ] && echo build/ffmpeg-9.0/bin/ffmpeg)" tests/gstreamer/run.sh
 suite Monitoring "The exporter scraped by a real Prometheus, alerts and dashboard (scripts/test-monitoring.sh)" scripts/test-monitoring.sh
 suite Manifests "Kubernetes and Compose manifests (scripts/test-manifests.sh)" scripts/test-manifests.sh
 suite Packages "The Debian packages: build, lintian, glibc floor, contents (scripts/test-packages.sh)" scripts/test-packages.sh

@@ -1,0 +1,477 @@
+#!/usr/bin/env bash
+# The GStreamer plugin (rust/gst-cuframes: cuframessink, cuframessrc) on host
+# memory, against itself, the patched FFmpeg and the cuframes command.
+#
+#   tests/gstreamer/run.sh [TEST...]     only the tests whose names contain a word
+#
+# Builds the plugin and the CLI with cargo (debug), and installs GStreamer from
+# apt (scripts/lib/gstreamer.sh) when it is missing and this runs as root. FFMPEG names the
+# patched ffmpeg (default build/ffmpeg/bin/ffmpeg); the tests that need it are
+# skipped without it. Every
+# test runs in a process of its own with a private runtime directory
+# (CUFRAMES_RUNTIME_DIR), its processes bounded by timeout(1) in process
+# groups of their own, all killed at its end. Prints
+# "GStreamer: N passed, N failed, N skipped" last; exits non-zero on a failure.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD
+LABEL=${GSTREAMER_SUITE_LABEL:-GStreamer}
+PLUGIN_DIR=$ROOT/target/debug
+CLI=$ROOT/target/debug/cuframes
+. scripts/lib/gstreamer.sh
+
+# ---- inside a test's process ------------------------------------------------
+
+STARTED=()
+# bgrun NAME LIMIT CMD...: CMD in the background, bounded, in its own process
+# group; output in NAME.out / NAME.err; BGPID its group.
+bgrun() {
+    local name=$1 limit=$2
+    shift 2
+    setsid timeout -k 2 "$limit" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    BGPID=$!
+    STARTED+=("$BGPID")
+}
+
+# run NAME LIMIT CMD...: CMD in the foreground, bounded; RC its status.
+run() {
+    local name=$1 limit=$2
+    shift 2
+    timeout -k 2 "$limit" "$@" >"$T/$name.out" 2>"$T/$name.err"
+    RC=$?
+}
+
+# fail DETAIL: the test fails, saying why (with the ends of its logs).
+fail() {
+    echo "FAIL: $*"
+    local f
+    for f in "$T"/*.err "$T"/*.out; do
+        [ -s "$f" ] && [[ $f != *.raw ]] && { echo "--- $(basename "$f")"; tail -n 8 "$f" | cut -c1-300; }
+    done
+    exit 1
+}
+
+# says FILE TEXT...: FILE must contain every TEXT.
+says() {
+    local file=$1 text
+    shift
+    for text in "$@"; do
+        grep -qF -- "$text" "$file" || fail "$(basename "$file") does not say '$text'"
+    done
+}
+
+# said NAME TEXT...: NAME's output (stdout and stderr) must contain every TEXT.
+said() {
+    local name=$1
+    shift
+    cat "$T/$name.out" "$T/$name.err" >"$T/$name.all" 2>/dev/null
+    says "$T/$name.all" "$@"
+}
+
+# waitrc PID: the exit status of a background job.
+waitrc() {
+    wait "$1" 2>/dev/null
+}
+
+# wait_socket KEY: until the publisher of KEY listens (10 s at most).
+wait_socket() {
+    local i
+    for i in $(seq 200); do
+        [ -S "$CUFRAMES_RUNTIME_DIR/$1.sock" ] && return 0
+        sleep 0.05
+    done
+    fail "no socket for $1 after 10 s"
+}
+
+
+# same_bytes WHAT REF GOT: byte for byte, with the frame where they part.
+same_bytes() {
+    local what=$1 ref=$2 got=$3 frame=${4:-0}
+    [ -s "$ref" ] || fail "$what: the reference is empty"
+    if ! cmp -s "$ref" "$got"; then
+        local at
+        at=$(cmp "$ref" "$got" 2>&1 | head -n 1)
+        fail "$what: $(stat -c %s "$got") bytes read, $(stat -c %s "$ref") expected; $at${frame:+ (frames of $frame bytes)}"
+    fi
+}
+
+CAPS_NV12="video/x-raw,format=NV12,width=320,height=240,framerate=30/1"
+
+# 1. Both elements load, with their properties.
+test_inspect() {
+    run inspect-sink 20 gst-inspect-1.0 cuframessink
+    [ "$RC" -eq 0 ] || fail "gst-inspect-1.0 cuframessink exited $RC"
+    said inspect-sink "cuframes publisher" "key " "ring-size" "policy" "drop-oldest" "strict-wait" \
+        "ack-timeout" "startup-timeout" "wait-subscribers" "wait-timeout" "group" "v1-peers" "same-user" \
+        "runtime-dir" "NV12" "P010_10LE" "A420" "MIT/X11"
+    run inspect-src 20 gst-inspect-1.0 cuframessrc
+    [ "$RC" -eq 0 ] || fail "gst-inspect-1.0 cuframessrc exited $RC"
+    said inspect-src "cuframes subscriber" "key " "mode" "sequential" "latest" "wait-timeout" \
+        "timeout" "reconnect" "subscriber-name" "runtime-dir" "stats" "received" "dropped" "copied"
+}
+
+# 2. videotestsrc → cuframessink → ffmpeg, byte for byte.
+test_gst_to_ffmpeg() {
+    local key=gst2ff-$$
+    run ref 30 "${GST[@]}" videotestsrc num-buffers=60 ! "$CAPS_NV12" ! filesink location="$T/ref.raw"
+    bgrun pub 30 gst-launch-1.0 videotestsrc num-buffers=60 ! "$CAPS_NV12" ! \
+        cuframessink key=$key wait-subscribers=1 policy=strict-wait
+    local pub=$BGPID
+    wait_socket $key
+    run sub 30 "${FF[@]}" -f cuframes -i $key -f rawvideo "$T/sub.raw"
+    [ "$RC" -eq 0 ] || fail "the ffmpeg subscriber exited $RC"
+    waitrc $pub || fail "the GStreamer publisher exited $?"
+    same_bytes "60 NV12 frames" "$T/ref.raw" "$T/sub.raw" 115200
+    run gone 30 "${FF[@]}" -wait_timeout 0 -f cuframes -i $key -f framemd5 -
+    [ "$RC" -ne 0 ] || fail "ffmpeg read a key whose publisher ended"
+    [ -z "$(ls "$CUFRAMES_RUNTIME_DIR")" ] || fail "left in the runtime directory: $(ls "$CUFRAMES_RUNTIME_DIR")"
+}
+
+# 3. ffmpeg → cuframessrc, byte for byte.
+test_ffmpeg_to_gst() {
+    local key=ff2gst-$$
+    run ref 30 "${FF[@]}" -f lavfi -i testsrc=size=320x240:rate=30 -frames:v 90 -pix_fmt nv12 -f rawvideo "$T/ref.raw"
+    bgrun pub 30 "$FFMPEG" -nostdin -hide_banner -re -f lavfi -i testsrc=size=320x240:rate=30 -frames:v 90 \
+        -pix_fmt nv12 -f cuframes -wait_subscribers 1 -policy strict_wait $key
+    local pub=$BGPID
+    run sub 30 gst-launch-1.0 cuframessrc key=$key wait-timeout=10000 ! filesink location="$T/sub.raw"
+    [ "$RC" -eq 0 ] || fail "the GStreamer subscriber exited $RC"
+    said sub "Got EOS"
+    waitrc $pub || fail "the ffmpeg publisher exited $?"
+    same_bytes "90 NV12 frames" "$T/ref.raw" "$T/sub.raw" 115200
+}
+
+# 4. One publisher (cuframessink), a GStreamer and an FFmpeg subscriber at once.
+test_two_subscribers() {
+    local key=two-$$
+    run ref 30 "${GST[@]}" videotestsrc num-buffers=60 pattern=ball ! "$CAPS_NV12" ! filesink location="$T/ref.raw"
+    bgrun pub 40 gst-launch-1.0 videotestsrc num-buffers=60 pattern=ball ! "$CAPS_NV12" ! \
+        cuframessink key=$key wait-subscribers=2 policy=strict-wait
+    local pub=$BGPID
+    bgrun gstsub 40 gst-launch-1.0 cuframessrc key=$key wait-timeout=10000 ! filesink location="$T/gst.raw"
+    local gstsub=$BGPID
+    wait_socket $key
+    bgrun ffsub 40 "$FFMPEG" -nostdin -hide_banner -loglevel error -f cuframes -i $key -f rawvideo "$T/ff.raw"
+    local ffsub=$BGPID
+    waitrc $gstsub || fail "the GStreamer subscriber exited $?"
+    waitrc $ffsub || fail "the ffmpeg subscriber exited $?"
+    waitrc $pub || fail "the publisher exited $?"
+    same_bytes "GStreamer subscriber" "$T/ref.raw" "$T/gst.raw" 115200
+    same_bytes "ffmpeg subscriber" "$T/ref.raw" "$T/ff.raw" 115200
+}
+
+# 5. A key nobody publishes: an error naming it, at once or after wait-timeout.
+test_missing_key() {
+    local t0=$SECONDS
+    run sub 20 gst-launch-1.0 cuframessrc key=nosuchkey-$$ ! fakesink
+    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exited $RC (124: it hung)"
+    said sub "no publisher for key 'nosuchkey-$$'" "wait-timeout"
+    [ $((SECONDS - t0)) -le 5 ] || fail "took $((SECONDS - t0)) s to fail"
+    t0=$SECONDS
+    run wait 20 gst-launch-1.0 cuframessrc key=nosuchkey-$$ wait-timeout=1500 ! fakesink
+    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "with wait-timeout: exited $RC"
+    said wait "nosuchkey-$$" "waited 1500 ms"
+    [ $((SECONDS - t0)) -le 6 ] || fail "wait-timeout=1500 took $((SECONDS - t0)) s"
+    run nokey 20 gst-launch-1.0 cuframessrc ! fakesink
+    [ "$RC" -ne 0 ] || fail "a source without a key started"
+    said nokey "no key: set the key property"
+    run badkey 20 gst-launch-1.0 cuframessrc key=no/such ! fakesink
+    [ "$RC" -ne 0 ] || fail "a source with a bad key started"
+    said badkey "no/such"
+}
+
+# 6. What cannot be published: a format cuframes lacks, a key taken, no key.
+test_unsupported_caps() {
+    local key=caps-$$
+    run yuy2 20 gst-launch-1.0 videotestsrc num-buffers=5 ! video/x-raw,format=YUY2,width=64,height=48 ! \
+        cuframessink key=$key
+    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "YUY2: exited $RC"
+    grep -qE "not-negotiated|not negotiated|could not link" "$T/yuy2.err" "$T/yuy2.out" ||
+        fail "YUY2: no negotiation error"
+    [ ! -e "$CUFRAMES_RUNTIME_DIR/$key.sock" ] || fail "YUY2: a socket was left"
+    run nokey 20 gst-launch-1.0 videotestsrc num-buffers=5 ! cuframessink
+    [ "$RC" -ne 0 ] || fail "a sink without a key ran"
+    said nokey "no key: set the key property"
+    bgrun cli 30 "$CLI" publish $key --memory host --size 64x48 --fps 30
+    local cli=$BGPID
+    wait_socket $key
+    run taken 20 gst-launch-1.0 videotestsrc num-buffers=5 ! video/x-raw,format=NV12,width=64,height=48 ! \
+        cuframessink key=$key
+    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "a taken key: exited $RC"
+    said taken "cannot publish '$key'"
+    kill -TERM -- -$cli 2>/dev/null
+    waitrc $cli
+}
+
+# 7. The publisher restarts: cuframessrc follows it (new caps too) and every
+# frame of both arrives. a) a clean end with reconnect=true; b) a kill -9
+# (followed whatever reconnect says).
+test_publisher_restart() {
+    local key=restart-$$
+    run ref1 30 "${FF[@]}" -f lavfi -i testsrc=size=320x240:rate=30 -frames:v 30 -pix_fmt nv12 -f rawvideo "$T/ref1.raw"
+    run ref2 30 "${FF[@]}" -f lavfi -i testsrc2=size=160x120:rate=30 -frames:v 30 -pix_fmt nv12 -f rawvideo "$T/ref2.raw"
+    bgrun sub 60 gst-launch-1.0 cuframessrc key=$key wait-timeout=3000 reconnect=true ! \
+        filesink location="$T/sub.raw"
+    local sub=$BGPID
+    sleep 0.3
+    run pub1 30 "${FF[@]}" -f lavfi -i testsrc=size=320x240:rate=30 -frames:v 30 -pix_fmt nv12 \
+        -f cuframes -wait_subscribers 1 -policy strict_wait $key
+    [ "$RC" -eq 0 ] || fail "the first publisher exited $RC"
+    run pub2 30 "${FF[@]}" -f lavfi -i testsrc2=size=160x120:rate=30 -frames:v 30 -pix_fmt nv12 \
+        -f cuframes -wait_subscribers 1 -policy strict_wait $key
+    [ "$RC" -eq 0 ] || fail "the second publisher exited $RC"
+    # No third publisher: after wait-timeout, the end of the stream.
+    waitrc $sub || fail "the subscriber exited $?"
+    cat "$T/ref1.raw" "$T/ref2.raw" >"$T/ref.raw"
+    same_bytes "both publishers' frames" "$T/ref.raw" "$T/sub.raw"
+
+    # b) kill -9 of the first publisher mid-stream, then a second one.
+    key=restart-kill-$$
+    bgrun ksub 60 gst-launch-1.0 cuframessrc key=$key wait-timeout=10000 ! filesink location="$T/ksub.raw"
+    local ksub=$BGPID
+    sleep 0.3
+    bgrun kpub1 30 "$FFMPEG" -nostdin -hide_banner -re -f lavfi -i testsrc=size=320x240:rate=30 -frames:v 300 \
+        -pix_fmt nv12 -f cuframes -wait_subscribers 1 -policy strict_wait $key
+    local kpub1=$BGPID
+    sleep 1.5
+    kill -KILL -- -$kpub1
+    waitrc $kpub1
+    run kpub2 30 "${FF[@]}" -f lavfi -i testsrc2=size=160x120:rate=30 -frames:v 30 -pix_fmt nv12 \
+        -f cuframes -wait_subscribers 1 -policy strict_wait $key
+    [ "$RC" -eq 0 ] || fail "the publisher after the killed one exited $RC"
+    waitrc $ksub || fail "the subscriber of a killed publisher exited $?"
+    said ksub "went away" "Got EOS"
+    # Its tail is the second publisher's 30 frames; before them, whole
+    # frames of the first one, in order from its first.
+    local size2 total first
+    size2=$(stat -c %s "$T/ref2.raw")
+    total=$(stat -c %s "$T/ksub.raw")
+    first=$((total - size2))
+    [ "$first" -gt 0 ] && [ $((first % 115200)) -eq 0 ] || fail "killed restart: $total bytes read"
+    tail -c "$size2" "$T/ksub.raw" >"$T/ktail.raw"
+    same_bytes "second publisher's frames" "$T/ref2.raw" "$T/ktail.raw"
+    run kref1 30 "${FF[@]}" -f lavfi -i testsrc=size=320x240:rate=30 -frames:v $((first / 115200)) -pix_fmt nv12 \
+        -f rawvideo "$T/kref1.raw"
+    head -c "$first" "$T/ksub.raw" >"$T/khead.raw"
+    same_bytes "killed publisher's $((first / 115200)) frames" "$T/kref1.raw" "$T/khead.raw" 115200
+}
+
+# 8. kill -9: of the GStreamer publisher (its subscriber ends with an error,
+# no hang); of the GStreamer subscriber (the publisher goes on).
+test_kill() {
+    local key=kill-$$
+    bgrun pub 60 gst-launch-1.0 videotestsrc is-live=true ! "$CAPS_NV12" ! cuframessink key=$key
+    local pub=$BGPID
+    wait_socket $key
+    bgrun sub 60 gst-launch-1.0 cuframessrc key=$key wait-timeout=500 ! fakesink
+    local sub=$BGPID
+    sleep 1
+    kill -KILL -- -$pub
+    waitrc $pub
+    local t0=$SECONDS
+    waitrc $sub
+    local rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -lt 128 ] || fail "the subscriber of a killed publisher exited $rc"
+    [ $((SECONDS - t0)) -le 5 ] || fail "the subscriber took $((SECONDS - t0)) s to end"
+    said sub "went away" "none came back within 500 ms"
+
+    key=kill-sub-$$
+    bgrun pub2 60 gst-launch-1.0 videotestsrc num-buffers=90 is-live=true ! "$CAPS_NV12" ! \
+        cuframessink key=$key wait-subscribers=1 policy=strict-wait ack-timeout=2000
+    local pub2=$BGPID
+    wait_socket $key
+    bgrun sub2 60 gst-launch-1.0 cuframessrc key=$key ! fakesink
+    local sub2=$BGPID
+    sleep 1
+    kill -KILL -- -$sub2
+    waitrc $sub2
+    bgrun cli 60 "$CLI" subscribe $key --json --wait-timeout 5s
+    local cli=$BGPID
+    t0=$SECONDS
+    waitrc $pub2 || fail "the publisher of a killed subscriber exited $?"
+    [ $((SECONDS - t0)) -le 10 ] || fail "the publisher took $((SECONDS - t0)) s to end"
+    waitrc $cli || fail "a subscriber joining after the kill exited $?"
+    grep -qE '"frames":[1-9]' "$T/cli.out" || fail "a subscriber joining after the kill got no frame"
+}
+
+# 8b. A pipeline slower than the publisher (drop-oldest): the losses are
+# warned about on the bus as they happen and summed up at the end; with
+# mode=latest they are not warned about (skipping is what it asked for).
+test_losses() {
+    local key=loss-$$
+    bgrun pub 30 "$CLI" publish $key --memory host --size 64x48 --fps 200 --frames 300 --wait-subscribers 1 --quiet
+    local pub=$BGPID
+    run sub 30 gst-launch-1.0 cuframessrc key=$key wait-timeout=5000 ! identity sleep-time=20000 ! fakesink
+    [ "$RC" -eq 0 ] || fail "the slow subscriber exited $RC"
+    waitrc $pub || fail "the publisher exited $?"
+    said sub "frame(s) lost" "'$key' ended:" "Got EOS"
+    grep -qE "ended: [0-9]+ frames received, [1-9][0-9]* lost" "$T/sub.all" || fail "no count of the losses at the end"
+    key=latest-$$
+    bgrun pub2 30 "$CLI" publish $key --memory host --size 64x48 --fps 200 --frames 300 --wait-subscribers 1 --quiet
+    pub=$BGPID
+    run latest 30 gst-launch-1.0 cuframessrc key=$key wait-timeout=5000 mode=latest ! identity sleep-time=20000 ! fakesink
+    [ "$RC" -eq 0 ] || fail "the slow mode=latest subscriber exited $RC"
+    waitrc $pub || fail "the second publisher exited $?"
+    said latest "Got EOS"
+    ! grep -q "lost" "$T/latest.all" || fail "mode=latest warned about skipped frames"
+}
+
+# 9. PLAYING ↔ NULL 100 times, descriptors counted (a Rust test).
+test_state_cycles() {
+    run cycles 300 cargo test -q -p gst-cuframes --test state_cycles -- --nocapture
+    [ "$RC" -eq 0 ] || fail "cargo test --test state_cycles exited $RC"
+    said cycles "100 cycles"
+    grep -h "cycles in" "$T/cycles.err" | sed 's/^/     /'
+}
+
+# 10. Every format both ways: ffmpeg → cuframessrc byte for byte at 320x240,
+# and cuframessink → cuframessrc at 40x18 (GStreamer's strides and cuframes'
+# 256-byte pitches differ; rows without padding, since GStreamer leaves its
+# padding bytes unwritten and they differ from run to run). Odd sizes (33x17)
+# are the Rust test odd_sizes, which compares the picture bytes only.
+FORMATS=(NV12:nv12 I420:yuv420p P010_10LE:p010le BGRA:bgra P016_LE:p016le Y444:yuv444p
+    Y444_16LE:yuv444p16le RGBA:rgba BGRx:bgr0 RGBx:rgb0 P012_LE:p012le NV16:nv16 Y42B:yuv422p
+    I420_10LE:yuv420p10le I422_10LE:yuv422p10le Y444_10LE:yuv444p10le A420:yuva420p)
+test_formats() {
+    local pair gf af n=0 key
+    for pair in "${FORMATS[@]}"; do
+        gf=${pair%%:*} af=${pair#*:}
+        n=$((n + 1))
+        key=fmt-$$-$n
+        run ref-$gf 30 "${FF[@]}" -f lavfi -i testsrc2=size=320x240:rate=25 -frames:v 10 -pix_fmt $af -f rawvideo "$T/ref-$gf.raw"
+        bgrun pub-$gf 30 "$FFMPEG" -nostdin -hide_banner -f lavfi -i testsrc2=size=320x240:rate=25 -frames:v 10 \
+            -pix_fmt $af -f cuframes -wait_subscribers 1 -policy strict_wait $key
+        local pub=$BGPID
+        run sub-$gf 30 gst-launch-1.0 cuframessrc key=$key wait-timeout=10000 ! video/x-raw,format=$gf ! \
+            filesink location="$T/sub-$gf.raw"
+        [ "$RC" -eq 0 ] || fail "$gf from ffmpeg: the subscriber exited $RC"
+        waitrc $pub || fail "$gf from ffmpeg: the publisher exited $?"
+        same_bytes "$gf from ffmpeg $af" "$T/ref-$gf.raw" "$T/sub-$gf.raw"
+
+        key=fmt-gst-$$-$n
+        local caps="video/x-raw,format=$gf,width=40,height=18,framerate=25/1"
+        run gref-$gf 30 "${GST[@]}" videotestsrc num-buffers=10 pattern=smpte ! "$caps" ! filesink location="$T/gref-$gf.raw"
+        bgrun gpub-$gf 30 gst-launch-1.0 videotestsrc num-buffers=10 pattern=smpte ! "$caps" ! \
+            cuframessink key=$key wait-subscribers=1 policy=strict-wait
+        pub=$BGPID
+        wait_socket $key
+        run gsub-$gf 30 gst-launch-1.0 cuframessrc key=$key ! filesink location="$T/gsub-$gf.raw"
+        [ "$RC" -eq 0 ] || fail "$gf 40x18 GStreamer to GStreamer: the subscriber exited $RC"
+        waitrc $pub || fail "$gf 40x18: the publisher exited $?"
+        same_bytes "$gf 40x18 GStreamer to GStreamer" "$T/gref-$gf.raw" "$T/gsub-$gf.raw"
+    done
+}
+
+# 11. Every format at odd sizes, GStreamer to GStreamer, in one process (a Rust test).
+test_odd_sizes() {
+    run odd 300 cargo test -q -p gst-cuframes --test odd_sizes -- --nocapture
+    [ "$RC" -eq 0 ] || fail "cargo test --test odd_sizes exited $RC"
+    said odd "formats at odd sizes"
+    grep -h "formats at odd sizes" "$T/odd.err" | sed 's/^/     /'
+}
+
+# 12. A CUDA publisher is refused by cuframessrc with a clear error (needs a GPU).
+test_cuda_refused() {
+    local key=cuda-$$
+    bgrun pub 30 "$CLI" publish $key --memory cuda --size 64x48 --fps 30
+    local pub=$BGPID
+    wait_socket $key
+    run sub 20 gst-launch-1.0 cuframessrc key=$key ! fakesink
+    kill -TERM -- -$pub 2>/dev/null
+    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exited $RC"
+    said sub "shares CUDA memory, which cuframessrc does not read yet"
+}
+
+inside() {
+    FF=("$FFMPEG" -nostdin -hide_banner -nostats -loglevel error)
+    GST=(gst-launch-1.0 -q)
+    T=$(mktemp -d "${TMPDIR:-/tmp}/cuframes-gstreamer.XXXXXX")
+    export CUFRAMES_RUNTIME_DIR="$T/run"
+    mkdir -p "$CUFRAMES_RUNTIME_DIR"
+    export GST_PLUGIN_PATH=$PLUGIN_DIR
+    # A registry of our own: the plugin is scanned afresh, nothing shared.
+    export GST_REGISTRY=$T/registry.bin
+    trap 'for g in "${STARTED[@]}"; do kill -KILL -- "-$g" 2>/dev/null; done; wait 2>/dev/null; rm -f /dev/shm/cuframes-*-$$ /dev/shm/cuframes-*-$$-*; rm -rf "$T"' EXIT
+    "$1"
+    echo PASS
+}
+
+if [ "${1:-}" = --inside ]; then
+    FFMPEG=$2 CLI=$3
+    inside "$4"
+    exit 0
+fi
+
+# ---- the runner ---------------------------------------------------------------
+
+TESTS=(test_inspect test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_missing_key
+    test_unsupported_caps test_publisher_restart test_kill test_losses test_state_cycles test_formats test_odd_sizes test_cuda_refused)
+NEEDS_FFMPEG=" test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_publisher_restart test_formats "
+
+selected() {
+    [ ${#SELECTED[@]} -eq 0 ] && return 0
+    local w
+    for w in "${SELECTED[@]}"; do [[ $1 == *"$w"* ]] && return 0; done
+    return 1
+}
+
+# The patched ffmpeg: FFMPEG, else build/ffmpeg/bin/ffmpeg (scripts/build-ffmpeg.sh).
+find_ffmpeg() {
+    local f
+    for f in ${FFMPEG:-} build/ffmpeg/bin/ffmpeg; do
+        [ -x "$f" ] && "$f" -hide_banner -h muxer=cuframes 2>/dev/null | grep -q "cuframes muxer" &&
+            { realpath "$f"; return; }
+    done
+}
+
+SELECTED=("$@")
+why_not=""
+if ! ensure_gstreamer; then
+    why_not="GStreamer is not installed (apt-get install ${GSTREAMER_PACKAGES[*]})"
+elif ! command -v cargo >/dev/null; then
+    why_not="no cargo to build the plugin"
+elif ! cargo build -q -p gst-cuframes -p cuframes-cli; then
+    echo "FAIL cargo build -p gst-cuframes -p cuframes-cli"
+    echo "$LABEL: 0 passed, 1 failed, 0 skipped"
+    exit 1
+elif [ ! -f "$PLUGIN_DIR/libgstcuframes.so" ]; then
+    why_not="no plugin at $PLUGIN_DIR/libgstcuframes.so"
+fi
+FFMPEG_FOUND=$(find_ffmpeg)
+CUDA_NOTE=""
+if [ -z "$why_not" ] && selected test_cuda_refused; then
+    probe=$(mktemp -d)
+    CUFRAMES_RUNTIME_DIR=$probe timeout 20 "$CLI" publish cuda-probe-$$ --memory cuda --size 64x48 --frames 1 \
+        --quiet >/dev/null 2>"$probe/err" || CUDA_NOTE="no CUDA publisher here: $(tail -n 1 "$probe/err" | cut -c1-120)"
+    rm -rf "$probe"
+fi
+
+passed=0 failed=0 skipped=0
+for name in "${TESTS[@]}"; do
+    selected "$name" || continue
+    reason=$why_not
+    if [ -z "$reason" ] && [[ $NEEDS_FFMPEG == *" $name "* ]] && [ -z "$FFMPEG_FOUND" ]; then
+        reason="no patched ffmpeg (FFMPEG, build/ffmpeg/bin/ffmpeg; scripts/build-ffmpeg.sh)"
+    fi
+    if [ -z "$reason" ] && [ "$name" = test_cuda_refused ] && [ -n "$CUDA_NOTE" ]; then
+        reason=$CUDA_NOTE
+    fi
+    if [ -n "$reason" ]; then
+        echo "SKIP $name: $reason"
+        skipped=$((skipped + 1))
+        continue
+    fi
+    started=$SECONDS
+    out=$(bash "$0" --inside "$FFMPEG_FOUND" "$CLI" "$name" 2>&1)
+    if grep -qx PASS <<<"$out"; then
+        echo "ok   $name ($((SECONDS - started)) s)"
+        grep '^     ' <<<"$out"
+        passed=$((passed + 1))
+    else
+        echo "FAIL $name ($((SECONDS - started)) s)"
+        sed 's/^/     /' <<<"$out"
+        failed=$((failed + 1))
+    fi
+done
+echo "$LABEL: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
