@@ -371,15 +371,23 @@ test_odd_sizes() {
 }
 
 # 12. A CUDA publisher is refused by cuframessrc with a clear error (needs a GPU).
-test_cuda_refused() {
-    local key=cuda-$$
-    bgrun pub 30 "$CLI" publish $key --memory cuda --size 64x48 --fps 30
-    local pub=$BGPID
-    wait_socket $key
-    run sub 20 gst-launch-1.0 cuframessrc key=$key ! fakesink
-    kill -TERM -- -$pub 2>/dev/null
-    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exited $RC"
-    said sub "shares CUDA memory, which cuframessrc does not read yet"
+# A CUDA publisher (the CLI's pattern) read in CUDA memory and downloaded, byte for
+# byte as the same pattern read from a host publisher. Needs a GPU and GStreamer's
+# CUDA elements (cudadownload); skipped without.
+test_cuda_frames() {
+    local memory
+    for memory in cuda host; do
+        local key=pattern-$memory-$$
+        bgrun pub-$memory 30 "$CLI" publish $key --memory $memory --size 320x240 --fps 0 --frames 30 \
+            --policy strict-wait --wait-subscribers 1
+        wait_socket $key
+        local chain=()
+        [ $memory = cuda ] && chain=(! cudadownload)
+        run sub-$memory 30 "${GST[@]}" cuframessrc key=$key num-buffers=30 "${chain[@]}" ! \
+            video/x-raw,format=NV12 ! filesink location="$T/$memory.raw"
+        [ "$RC" -eq 0 ] || fail "the $memory subscriber exited $RC"
+    done
+    same_bytes "30 pattern frames, CUDA and host" "$T/host.raw" "$T/cuda.raw" 115200
 }
 
 inside() {
@@ -405,7 +413,7 @@ fi
 # ---- the runner ---------------------------------------------------------------
 
 TESTS=(test_inspect test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_missing_key
-    test_unsupported_caps test_publisher_restart test_kill test_losses test_state_cycles test_formats test_odd_sizes test_cuda_refused)
+    test_unsupported_caps test_publisher_restart test_kill test_losses test_state_cycles test_formats test_odd_sizes test_cuda_frames)
 NEEDS_FFMPEG=" test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_publisher_restart test_formats "
 
 selected() {
@@ -439,7 +447,7 @@ elif [ ! -f "$PLUGIN_DIR/libgstcuframes.so" ]; then
 fi
 FFMPEG_FOUND=$(find_ffmpeg)
 CUDA_NOTE=""
-if [ -z "$why_not" ] && selected test_cuda_refused; then
+if [ -z "$why_not" ] && selected test_cuda_frames; then
     probe=$(mktemp -d)
     CUFRAMES_RUNTIME_DIR=$probe timeout 20 "$CLI" publish cuda-probe-$$ --memory cuda --size 64x48 --frames 1 \
         --quiet >/dev/null 2>"$probe/err" || CUDA_NOTE="no CUDA publisher here: $(tail -n 1 "$probe/err" | cut -c1-120)"
@@ -453,7 +461,7 @@ for name in "${TESTS[@]}"; do
     if [ -z "$reason" ] && [[ $NEEDS_FFMPEG == *" $name "* ]] && [ -z "$FFMPEG_FOUND" ]; then
         reason="no patched ffmpeg (FFMPEG, build/ffmpeg/bin/ffmpeg; scripts/build-ffmpeg.sh)"
     fi
-    if [ -z "$reason" ] && [ "$name" = test_cuda_refused ] && [ -n "$CUDA_NOTE" ]; then
+    if [ -z "$reason" ] && [ "$name" = test_cuda_frames ] && [ -n "$CUDA_NOTE" ]; then
         reason=$CUDA_NOTE
     fi
     if [ -n "$reason" ]; then

@@ -42,15 +42,35 @@ pub fn from_gst(format: VideoFormat) -> Option<PixelFormat> {
 }
 
 /// The caps both elements accept or produce: `video/x-raw` in every format
-/// of [`PAIRS`], any size cuframes takes, any frame rate.
+/// of [`PAIRS`], any size cuframes takes, any frame rate; in CUDA memory
+/// (`memory:CUDAMemory`, first: preferred) and in system memory.
 pub fn template_caps() -> gst::Caps {
+    let mut caps = raw_caps(Some(crate::gstcuda::CAPS_FEATURE_CUDA_MEMORY));
+    caps.merge(raw_caps(None));
+    caps
+}
+
+/// `video/x-raw` in every format of [`PAIRS`], with `feature` if any.
+pub fn raw_caps(feature: Option<&str>) -> gst::Caps {
     let max = cuframes::format::MAX_DIMENSION as i32;
-    gst_video::VideoCapsBuilder::new()
+    let mut caps = gst_video::VideoCapsBuilder::new()
         .format_list(PAIRS.iter().map(|&(_, g)| g))
         .width_range(1..=max)
         .height_range(1..=max)
         .framerate_range(gst::Fraction::new(0, 1)..=gst::Fraction::new(i32::MAX, 1))
-        .build()
+        .build();
+    if let Some(feature) = feature {
+        caps.get_mut()
+            .expect("new caps are writable")
+            .set_features_simple(Some(gst::CapsFeatures::new([feature])));
+    }
+    caps
+}
+
+/// Whether `caps` (fixed) are in CUDA memory.
+pub fn is_cuda(caps: &gst::CapsRef) -> bool {
+    caps.features(0)
+        .is_some_and(|f| f.contains(crate::gstcuda::CAPS_FEATURE_CUDA_MEMORY))
 }
 
 #[cfg(test)]

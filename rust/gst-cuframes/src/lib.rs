@@ -10,9 +10,11 @@
 
 use gst::glib;
 
+mod cuda;
 mod cuframessink;
 mod cuframessrc;
 pub mod formats;
+mod gstcuda;
 mod settings;
 
 fn plugin_init(plugin: &gst::Plugin) -> Result<(), glib::BoolError> {

@@ -69,6 +69,39 @@ impl From<V1PeersProp> for cuframes::V1Peers {
     }
 }
 
+/// The sink's `cuda-share` (cuframes' [`cuframes::CudaShareRequest`]).
+#[derive(Debug, Default, Eq, PartialEq, Hash, Clone, Copy, glib::Enum)]
+#[repr(u32)]
+#[enum_type(name = "GstCuframesCudaShare")]
+pub enum CudaShareProp {
+    /// File descriptors where the GPU can, else IPC handles.
+    #[default]
+    #[enum_value(
+        name = "File descriptors where the GPU can share them (they cross containers), else CUDA IPC handles",
+        nick = "auto"
+    )]
+    Auto = 0,
+    /// File descriptors, or fail.
+    #[enum_value(name = "File descriptors (VMM), or fail", nick = "fd")]
+    Fd = 1,
+    /// IPC handles.
+    #[enum_value(
+        name = "CUDA IPC handles (protocol v1; subscribers must share this PID namespace)",
+        nick = "ipc"
+    )]
+    Ipc = 2,
+}
+
+impl From<CudaShareProp> for cuframes::CudaShareRequest {
+    fn from(c: CudaShareProp) -> cuframes::CudaShareRequest {
+        match c {
+            CudaShareProp::Auto => cuframes::CudaShareRequest::Auto,
+            CudaShareProp::Fd => cuframes::CudaShareRequest::Fd,
+            CudaShareProp::Ipc => cuframes::CudaShareRequest::Ipc,
+        }
+    }
+}
+
 /// The source's `mode` (cuframes' [`cuframes::SubscriberMode`]).
 #[derive(Debug, Default, Eq, PartialEq, Hash, Clone, Copy, glib::Enum)]
 #[repr(u32)]

@@ -5,14 +5,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use cuframes::{ErrorKind, MemoryRequest, PixelFormat, Publisher, PublisherConfig};
+use cuframes::{CudaBinding, DevicePlane, ErrorKind, MemoryRequest, PixelFormat, Publisher, PublisherConfig};
 use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
 use gst_base::subclass::prelude::*;
 use gst_video::prelude::*;
 
-use crate::settings::{PolicyProp, V1PeersProp, describe};
+use crate::cuda::{DeviceFrame, ElementCuda};
+use crate::gstcuda::GstCuda;
+use crate::settings::{CudaShareProp, PolicyProp, V1PeersProp, describe};
 
 static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
     gst::DebugCategory::new(
@@ -44,6 +46,8 @@ struct Settings {
     group: Option<String>,
     v1_peers: V1PeersProp,
     runtime_dir: Option<String>,
+    cuda_device_id: i32,
+    cuda_share: CudaShareProp,
 }
 
 impl Default for Settings {
@@ -59,6 +63,8 @@ impl Default for Settings {
             group: None,
             v1_peers: V1PeersProp::default(),
             runtime_dir: None,
+            cuda_device_id: -1,
+            cuda_share: CudaShareProp::default(),
         }
     }
 }
@@ -76,6 +82,8 @@ struct State {
     subscribers_joined: bool,
     /// PTS for buffers without one: the previous one plus a frame.
     next_pts_ns: i64,
+    /// The caps are CUDA memory: frames are copied device to device.
+    cuda: bool,
 }
 
 /// The element.
@@ -83,6 +91,8 @@ struct State {
 pub struct CuframesSink {
     settings: Mutex<Settings>,
     state: Mutex<State>,
+    /// The CUDA context, shared with the neighbours (`gst.cuda.context`).
+    cuda: Mutex<ElementCuda>,
     /// Set by `unlock()` (flushing, going down): waits give up.
     unlocked: AtomicBool,
 }
@@ -97,11 +107,71 @@ impl CuframesSink {
         lock(&self.settings).key.clone().unwrap_or_default()
     }
 
+    /// A buffer of CUDA memory: its planes copied device to device into the
+    /// next slot, after the stream that wrote them.
+    fn render_cuda(
+        &self,
+        state: &mut State,
+        buffer: &gst::Buffer,
+        info: &gst_video::VideoInfo,
+    ) -> Result<gst::FlowSuccess, gst::FlowError> {
+        let cuda = GstCuda::get().map_err(|_| gst::FlowError::NotNegotiated)?;
+        let frame = match DeviceFrame::map(cuda, buffer.as_ref(), info, false) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                gst::element_imp_error!(
+                    self,
+                    gst::StreamError::Format,
+                    ("the caps say CUDA memory but the buffer is not")
+                );
+                return Err(gst::FlowError::Error);
+            }
+            Err(m) => {
+                gst::element_imp_error!(self, gst::StreamError::Format, ("{}", m));
+                return Err(gst::FlowError::Error);
+            }
+        };
+        let publisher = state.publisher.as_mut().expect("checked by render");
+        let planes: Vec<DevicePlane> = (0..publisher.layout().planes().len())
+            .map(|p| {
+                let (ptr, pitch) = frame.plane(p);
+                DevicePlane { ptr, pitch }
+            })
+            .collect();
+        let (pts_ns, frame_ns) = pts_of(state, buffer, info);
+        let publisher = state.publisher.as_mut().expect("checked by render");
+        let published = publisher.publish_device(&planes, pts_ns);
+        drop(frame);
+        self.published(state, published, pts_ns, frame_ns)
+    }
+
+    /// The outcome of one publish.
+    fn published(
+        &self,
+        state: &mut State,
+        published: cuframes::Result<u64>,
+        pts_ns: i64,
+        frame_ns: i64,
+    ) -> Result<gst::FlowSuccess, gst::FlowError> {
+        match published {
+            Ok(seq) => {
+                gst::trace!(CAT, imp = self, "published seq {seq} pts {pts_ns} ns");
+                state.next_pts_ns = pts_ns.saturating_add(frame_ns);
+                Ok(gst::FlowSuccess::Ok)
+            }
+            Err(e) => {
+                gst::element_imp_error!(self, gst::ResourceError::Write, ("cannot publish a frame: {}", e));
+                Err(gst::FlowError::Error)
+            }
+        }
+    }
+
     /// Makes the publisher for `info` (after dropping any previous one).
     fn create_publisher(
         &self,
         state: &mut State,
         info: &gst_video::VideoInfo,
+        cuda: bool,
     ) -> Result<(), gst::ErrorMessage> {
         let s = &state.settings;
         let key = s.key.clone().unwrap_or_default();
@@ -117,6 +187,22 @@ impl CuframesSink {
         config.ack_timeout = Duration::from_millis(u64::from(s.ack_timeout_ms));
         config.startup_timeout = Duration::from_millis(u64::from(s.startup_timeout_ms));
         config.memory = MemoryRequest::Host;
+        if cuda {
+            // Slots in the GPU memory of the context upstream shares; the
+            // frames are copied into them device to device.
+            let mut shared = lock(&self.cuda);
+            let context = shared
+                .ensure(self.obj().upcast_ref(), s.cuda_device_id)
+                .map_err(|e| gst::error_msg!(gst::ResourceError::Settings, ("CUDA memory: {}", e)))?;
+            let handle = context.handle(GstCuda::get().expect("a context implies GstCuda"));
+            config.memory = MemoryRequest::Cuda;
+            config.cuda_share = s.cuda_share.into();
+            config.cuda = Some(CudaBinding {
+                context: handle,
+                stream: 0,
+            });
+        }
+        state.cuda = cuda;
         config.group = s.group.clone();
         config.v1_peers = s.v1_peers.into();
         config.runtime_dir = s.runtime_dir.clone().map(Into::into);
@@ -189,6 +275,20 @@ impl CuframesSink {
         state.subscribers_joined = true;
         Ok(())
     }
+}
+
+/// A buffer's PTS in ns (none: the previous one plus a frame), and one
+/// frame's duration at the negotiated rate (0: unknown).
+fn pts_of(state: &State, buffer: &gst::Buffer, info: &gst_video::VideoInfo) -> (i64, i64) {
+    let fps = info.fps();
+    let frame_ns = match fps.numer() {
+        n if n > 0 => 1_000_000_000 * i64::from(fps.denom()) / i64::from(n),
+        _ => 0,
+    };
+    let pts_ns = buffer.pts().map_or(state.next_pts_ns, |t| {
+        i64::try_from(t.nseconds()).unwrap_or(i64::MAX)
+    });
+    (pts_ns, frame_ns)
 }
 
 #[glib::object_subclass]
@@ -274,6 +374,21 @@ impl ObjectImpl for CuframesSink {
                     )
                     .mutable_ready()
                     .build(),
+                glib::ParamSpecInt::builder("cuda-device-id")
+                    .nick("CUDA device")
+                    .blurb(
+                        "CUDA memory: the device whose context to use when no neighbour shares one \
+                         (gst.cuda.context); -1: any",
+                    )
+                    .minimum(-1)
+                    .default_value(-1)
+                    .mutable_ready()
+                    .build(),
+                glib::ParamSpecEnum::builder_with_default("cuda-share", CudaShareProp::default())
+                    .nick("CUDA sharing")
+                    .blurb("CUDA memory: how the slots are shared with subscribers")
+                    .mutable_ready()
+                    .build(),
             ]
         });
         PROPERTIES.as_ref()
@@ -292,6 +407,8 @@ impl ObjectImpl for CuframesSink {
             "group" => s.group = value.get().expect("type checked upstream"),
             "v1-peers" => s.v1_peers = value.get().expect("type checked upstream"),
             "runtime-dir" => s.runtime_dir = value.get().expect("type checked upstream"),
+            "cuda-device-id" => s.cuda_device_id = value.get().expect("type checked upstream"),
+            "cuda-share" => s.cuda_share = value.get().expect("type checked upstream"),
             other => unreachable!("no property {other}"),
         }
     }
@@ -309,6 +426,8 @@ impl ObjectImpl for CuframesSink {
             "group" => s.group.to_value(),
             "v1-peers" => s.v1_peers.to_value(),
             "runtime-dir" => s.runtime_dir.to_value(),
+            "cuda-device-id" => s.cuda_device_id.to_value(),
+            "cuda-share" => s.cuda_share.to_value(),
             other => unreachable!("no property {other}"),
         }
     }
@@ -317,6 +436,12 @@ impl ObjectImpl for CuframesSink {
 impl GstObjectImpl for CuframesSink {}
 
 impl ElementImpl for CuframesSink {
+    fn set_context(&self, context: &gst::Context) {
+        let device = lock(&self.settings).cuda_device_id;
+        lock(&self.cuda).set_context(self.obj().upcast_ref(), context, device);
+        self.parent_set_context(context);
+    }
+
     fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
         static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
             gst::subclass::ElementMetadata::new(
@@ -369,6 +494,7 @@ impl BaseSinkImpl for CuframesSink {
         // Dropping the publisher sends SHUTDOWN to its subscribers (they end
         // after the frames still in the ring) and removes the key.
         let mut state = lock(&self.state);
+        lock(&self.cuda).clear();
         if let Some(publisher) = state.publisher.take() {
             gst::info!(
                 CAT,
@@ -387,6 +513,7 @@ impl BaseSinkImpl for CuframesSink {
             .map_err(|_| gst::loggable_error!(CAT, "cannot read caps {}", caps))?;
         let mut state = lock(&self.state);
         if let (Some(old), Some(_)) = (&state.info, &state.publisher)
+            && state.cuda == crate::formats::is_cuda(caps)
             && old.format() == info.format()
             && old.width() == info.width()
             && old.height() == info.height()
@@ -397,12 +524,21 @@ impl BaseSinkImpl for CuframesSink {
             state.info = Some(info);
             return Ok(());
         }
-        if let Err(message) = self.create_publisher(&mut state, &info) {
+        if let Err(message) = self.create_publisher(&mut state, &info, crate::formats::is_cuda(caps)) {
             drop(state);
             self.post_error_message(message);
             return Err(gst::loggable_error!(CAT, "no publisher for caps {}", caps));
         }
         Ok(())
+    }
+
+    fn query(&self, query: &mut gst::QueryRef) -> bool {
+        if query.type_() == gst::QueryType::Context
+            && lock(&self.cuda).answer_query(self.obj().upcast_ref(), query)
+        {
+            return true;
+        }
+        BaseSinkImplExt::parent_query(self, query)
     }
 
     fn propose_allocation(&self, query: &mut gst::query::Allocation) -> Result<(), gst::LoggableError> {
@@ -425,6 +561,9 @@ impl BaseSinkImpl for CuframesSink {
             self.wait_for_subscribers(&mut state)?;
         }
         let info = state.info.clone().ok_or(gst::FlowError::NotNegotiated)?;
+        if state.cuda {
+            return self.render_cuda(&mut state, buffer, &info);
+        }
         let frame =
             gst_video::VideoFrameRef::from_buffer_ref_readable(buffer.as_ref(), &info).map_err(|_| {
                 gst::element_imp_error!(
@@ -459,14 +598,7 @@ impl BaseSinkImpl for CuframesSink {
             }
             sources.push((data, stride));
         }
-        let fps = info.fps();
-        let frame_ns = match fps.numer() {
-            n if n > 0 => 1_000_000_000 * i64::from(fps.denom()) / i64::from(n),
-            _ => 0,
-        };
-        let pts_ns = buffer.pts().map_or(state.next_pts_ns, |t| {
-            i64::try_from(t.nseconds()).unwrap_or(i64::MAX)
-        });
+        let (pts_ns, frame_ns) = pts_of(&state, buffer, &info);
         let publisher = state.publisher.as_mut().expect("checked above");
         let published = publisher.publish_with(pts_ns, |slots| {
             for ((slot, (data, stride)), plane) in slots.iter_mut().zip(&sources).zip(layout.planes()) {
@@ -477,17 +609,7 @@ impl BaseSinkImpl for CuframesSink {
             }
         });
         drop(frame);
-        match published {
-            Ok(seq) => {
-                gst::trace!(CAT, imp = self, "published seq {seq} pts {pts_ns} ns");
-                state.next_pts_ns = pts_ns.saturating_add(frame_ns);
-                Ok(gst::FlowSuccess::Ok)
-            }
-            Err(e) => {
-                gst::element_imp_error!(self, gst::ResourceError::Write, ("cannot publish a frame: {}", e));
-                Err(gst::FlowError::Error)
-            }
-        }
+        self.published(&mut state, published, pts_ns, frame_ns)
     }
 
     fn event(&self, event: gst::Event) -> bool {

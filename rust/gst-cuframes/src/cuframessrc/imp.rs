@@ -8,7 +8,8 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cuframes::{
-    CopyMode, ErrorKind, FrameLease, MemoryKind, StreamInfo, Subscriber, SubscriberConfig, SubscriberStats,
+    CopyMode, CudaBinding, ErrorKind, FrameLease, MemoryKind, StreamInfo, Subscriber, SubscriberConfig,
+    SubscriberStats,
 };
 use gst::glib;
 use gst::prelude::*;
@@ -18,6 +19,8 @@ use gst_base::subclass::base_src::CreateSuccess;
 use gst_base::subclass::prelude::*;
 use gst_video::prelude::*;
 
+use crate::cuda::{DeviceFrame, ElementCuda, SharedContext, Stream};
+use crate::gstcuda::GstCuda;
 use crate::settings::{ModeProp, describe, millis};
 
 static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
@@ -46,6 +49,7 @@ struct Settings {
     timeout_ms: i64,
     reconnect: bool,
     runtime_dir: Option<String>,
+    cuda_device_id: i32,
 }
 
 impl Default for Settings {
@@ -58,6 +62,7 @@ impl Default for Settings {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             reconnect: DEFAULT_RECONNECT,
             runtime_dir: None,
+            cuda_device_id: -1,
         }
     }
 }
@@ -67,17 +72,26 @@ impl Settings {
         self.key.as_deref().unwrap_or_default()
     }
 
-    fn subscriber_config(&self) -> SubscriberConfig {
+    /// The subscriber's config; with `cuda`, bound to GStreamer's CUDA
+    /// context and the stream the frames are handed out on.
+    fn subscriber_config(&self, cuda: Option<CudaBinding>) -> SubscriberConfig {
         let mut config = SubscriberConfig::new(self.key());
         if let Some(name) = &self.name {
             config.name = name.clone();
         }
         config.mode = self.mode.into();
         config.runtime_dir = self.runtime_dir.as_ref().map(PathBuf::from);
-        // The frame is copied into a GStreamer buffer at once and the slot
-        // released: no private copy, no read-ahead thread.
-        config.copy = CopyMode::Never;
         config.read_ahead = 0;
+        config.copy = match cuda {
+            // Host memory is copied into a GStreamer buffer at once and the
+            // slot released: no private copy.
+            None => CopyMode::Never,
+            // CUDA frames go downstream in their slots, held as long as
+            // downstream holds the buffer: the input device's rule, private
+            // copies of what the ring cannot spare.
+            Some(_) => CopyMode::Auto,
+        };
+        config.cuda = cuda;
         config
     }
 }
@@ -124,6 +138,16 @@ impl Counts {
     }
 }
 
+/// How CUDA frames leave the element.
+#[derive(Debug)]
+enum CudaOut {
+    /// In their slots, wrapped (GStreamer 1.24 and later), on this stream.
+    Wrapped(Stream),
+    /// Copied into buffers of GStreamer's CUDA pool (1.22); the pool is
+    /// made for the caps.
+    Copied(Option<gst::BufferPool>),
+}
+
 #[derive(Debug, Default)]
 struct State {
     settings: Settings,
@@ -141,6 +165,10 @@ struct State {
 pub struct CuframesSrc {
     settings: Mutex<Settings>,
     state: Mutex<State>,
+    /// The CUDA context, shared with the neighbours (`gst.cuda.context`).
+    cuda: Mutex<ElementCuda>,
+    /// How CUDA frames leave, once a publisher of CUDA memory was found.
+    cuda_out: Mutex<Option<CudaOut>>,
     counts: Mutex<Counts>,
     /// Set by `unlock()` (flushing, going down): waits give up.
     unlocked: AtomicBool,
@@ -154,10 +182,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 enum ConnectError {
     /// The element is being stopped or flushed.
     Cancelled,
-    /// The publisher's slots are CUDA memory.
-    Cuda,
+    /// The publisher's slots are CUDA memory, which cannot be read here
+    /// (why).
+    Cuda(String),
     /// What the library said.
     Library(cuframes::Error),
+}
+
+/// The caps of `info`, in CUDA memory or system memory.
+fn stream_caps(info: &gst_video::VideoInfo, cuda: bool) -> Option<gst::Caps> {
+    let mut caps = info.to_caps().ok()?;
+    if cuda {
+        caps.get_mut()
+            .expect("new caps are writable")
+            .set_features_simple(Some(gst::CapsFeatures::new([
+                crate::gstcuda::CAPS_FEATURE_CUDA_MEMORY,
+            ])));
+    }
+    Some(caps)
 }
 
 /// The caps of a stream: format, size, frame rate.
@@ -203,31 +245,39 @@ impl CuframesSrc {
         wait: Option<Duration>,
         cancellable: bool,
     ) -> Result<Subscriber, ConnectError> {
-        let config = settings.subscriber_config();
-        let runtime_dir = config.runtime_dir.clone();
+        let runtime_dir = settings.runtime_dir.as_ref().map(PathBuf::from);
         let mut deadline = wait.map(|w| Instant::now() + w);
         let mut pause = Duration::from_millis(10);
+        let mut binding = None;
         loop {
             if cancellable && self.cancelled() {
                 return Err(ConnectError::Cancelled);
             }
-            // A CUDA publisher is refused before connecting (connecting
-            // would map its slots on a GPU).
-            if let Ok(seen) = cuframes::inspect::inspect_within(
-                settings.key(),
-                runtime_dir.as_deref(),
-                Duration::from_millis(200),
-            ) && seen.status.live
+            // A CUDA publisher is read in GStreamer's CUDA context: made
+            // (or taken from a neighbour) before connecting, which maps the
+            // slots in it.
+            if binding.is_none()
+                && let Ok(seen) = cuframes::inspect::inspect_within(
+                    settings.key(),
+                    runtime_dir.as_deref(),
+                    Duration::from_millis(200),
+                )
+                && seen.status.live
                 && seen.info.as_ref().is_ok_and(|i| i.memory == MemoryKind::Cuda)
             {
-                return Err(ConnectError::Cuda);
+                binding = Some(self.cuda_binding(settings)?);
             }
-            let result = Subscriber::connect(config.clone());
+            let result = Subscriber::connect(settings.subscriber_config(binding));
             if Subscriber::warming_up() {
                 deadline = wait.map(|w| Instant::now() + w);
             }
             match result {
-                Ok(sub) if sub.info().memory == MemoryKind::Cuda => return Err(ConnectError::Cuda),
+                // It became a CUDA publisher since it was looked at: again,
+                // in GStreamer's context.
+                Ok(sub) if sub.info().memory == MemoryKind::Cuda && binding.is_none() => {
+                    drop(sub);
+                    binding = Some(self.cuda_binding(settings)?);
+                }
                 Ok(sub) => return Ok(sub),
                 Err(e)
                     if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Disconnected)
@@ -237,6 +287,75 @@ impl CuframesSrc {
                     pause = (pause * 2).min(Duration::from_millis(100));
                 }
                 Err(e) => return Err(ConnectError::Library(e)),
+            }
+        }
+    }
+
+    /// What a subscriber of a CUDA publisher is bound to: GStreamer's CUDA
+    /// context (a neighbour's, or a new one) and, where frames can be
+    /// handed out in place (1.24), a stream of our own they are ordered on.
+    fn cuda_binding(&self, settings: &Settings) -> Result<CudaBinding, ConnectError> {
+        let cuda = GstCuda::get().map_err(|why| ConnectError::Cuda(why.to_owned()))?;
+        let mut shared = lock(&self.cuda);
+        let context = shared
+            .ensure(self.obj().upcast_ref(), settings.cuda_device_id)
+            .map_err(ConnectError::Cuda)?;
+        let mut out = lock(&self.cuda_out);
+        let stream = match out.as_ref() {
+            Some(CudaOut::Wrapped(stream)) => stream.handle(cuda),
+            Some(CudaOut::Copied(_)) => 0,
+            None => match crate::cuda::new_stream(cuda, context) {
+                Some((stream, handle)) if cuda.wraps() => {
+                    *out = Some(CudaOut::Wrapped(stream));
+                    handle
+                }
+                _ => {
+                    gst::element_imp_info!(
+                        self,
+                        gst::ResourceError::Settings,
+                        ("GStreamer before 1.24 cannot hand out CUDA memory it did not allocate: each frame is \
+                             copied into GStreamer's CUDA memory (zero-copy needs GStreamer 1.24)")
+                    );
+                    *out = Some(CudaOut::Copied(None));
+                    0
+                }
+            },
+        };
+        Ok(CudaBinding {
+            context: context.handle(cuda),
+            stream,
+        })
+    }
+
+    /// A CUDA frame as a buffer: wrapped in place (1.24), or copied into
+    /// a buffer of GStreamer's CUDA pool (1.22).
+    fn cuda_buffer(&self, lease: FrameLease, info: &gst_video::VideoInfo) -> Result<gst::Buffer, String> {
+        let cuda = GstCuda::get().map_err(str::to_owned)?;
+        let shared = lock(&self.cuda);
+        let context: &SharedContext = shared.context().ok_or("no CUDA context")?;
+        let mut out = lock(&self.cuda_out);
+        match out.as_mut().ok_or("no CUDA output chosen")? {
+            CudaOut::Wrapped(stream) => crate::cuda::wrap_lease(cuda, context, stream, lease, info.format()),
+            CudaOut::Copied(pool) => {
+                if pool.is_none() {
+                    let caps = info.to_caps().map_err(|e| format!("no caps: {e}"))?;
+                    let mut caps = caps;
+                    caps.get_mut()
+                        .expect("new caps are writable")
+                        .set_features_simple(Some(gst::CapsFeatures::new([
+                            crate::gstcuda::CAPS_FEATURE_CUDA_MEMORY,
+                        ])));
+                    *pool = Some(context.buffer_pool(cuda, &caps, info.size())?);
+                }
+                let pool = pool.as_ref().expect("made above");
+                let buffer = pool
+                    .acquire_buffer(None)
+                    .map_err(|e| format!("no buffer from GStreamer's CUDA pool: {e}"))?;
+                let frame = DeviceFrame::map(cuda, buffer.as_ref(), info, true)?
+                    .ok_or("GStreamer's CUDA pool gave a buffer that is not CUDA memory")?;
+                crate::cuda::copy_lease(cuda, context, &lease, &frame)?;
+                drop(frame);
+                Ok(buffer)
             }
         }
     }
@@ -253,12 +372,13 @@ impl CuframesSrc {
             ConnectError::Cancelled => {
                 gst::error_msg!(gst::ResourceError::Busy, ("stopped while connecting"))
             }
-            ConnectError::Cuda => gst::error_msg!(
+            ConnectError::Cuda(why) => gst::error_msg!(
                 gst::ResourceError::OpenRead,
                 (
-                    "the publisher of '{}' shares CUDA memory, which cuframessrc does not read yet (host memory \
-                     only): publish with -memory host (FFmpeg) or cuframessink",
-                    key
+                    "the publisher of '{}' shares CUDA memory, which cannot be read here: {} (or publish with \
+                     -memory host)",
+                    key,
+                    why
                 )
             ),
             ConnectError::Library(e) if e.kind() == ErrorKind::NotFound => gst::error_msg!(
@@ -296,11 +416,12 @@ impl CuframesSrc {
             stream.ring_size,
             stream.memory.name()
         );
+        let cuda = stream.memory == MemoryKind::Cuda;
+        let changed = changed || state.stream.as_ref().is_none_or(|s| s.memory != stream.memory);
         state.subscriber = Some(sub);
         state.stream = Some(stream);
-        let caps = info
-            .to_caps()
-            .map_err(|_| gst::error_msg!(gst::CoreError::Negotiation, ("no caps for the stream")))?;
+        let caps = stream_caps(&info, cuda)
+            .ok_or_else(|| gst::error_msg!(gst::CoreError::Negotiation, ("no caps for the stream")))?;
         state.info = Some(info);
         Ok(changed.then_some(caps))
     }
@@ -513,6 +634,16 @@ impl ObjectImpl for CuframesSrc {
                     )
                     .mutable_ready()
                     .build(),
+                glib::ParamSpecInt::builder("cuda-device-id")
+                    .nick("CUDA device")
+                    .blurb(
+                        "A publisher of CUDA memory: the device whose context to use when no neighbour shares one \
+                         (gst.cuda.context); -1: any",
+                    )
+                    .minimum(-1)
+                    .default_value(-1)
+                    .mutable_ready()
+                    .build(),
                 glib::ParamSpecBoxed::builder::<gst::Structure>("stats")
                     .nick("Statistics")
                     .blurb(
@@ -536,6 +667,7 @@ impl ObjectImpl for CuframesSrc {
             "timeout" => s.timeout_ms = value.get().expect("type checked upstream"),
             "reconnect" => s.reconnect = value.get().expect("type checked upstream"),
             "runtime-dir" => s.runtime_dir = value.get().expect("type checked upstream"),
+            "cuda-device-id" => s.cuda_device_id = value.get().expect("type checked upstream"),
             other => unreachable!("no writable property {other}"),
         }
     }
@@ -553,6 +685,7 @@ impl ObjectImpl for CuframesSrc {
             "timeout" => s.timeout_ms.to_value(),
             "reconnect" => s.reconnect.to_value(),
             "runtime-dir" => s.runtime_dir.to_value(),
+            "cuda-device-id" => s.cuda_device_id.to_value(),
             other => unreachable!("no property {other}"),
         }
     }
@@ -568,6 +701,12 @@ impl ObjectImpl for CuframesSrc {
 impl GstObjectImpl for CuframesSrc {}
 
 impl ElementImpl for CuframesSrc {
+    fn set_context(&self, context: &gst::Context) {
+        let device = lock(&self.settings).cuda_device_id;
+        lock(&self.cuda).set_context(self.obj().upcast_ref(), context, device);
+        self.parent_set_context(context);
+    }
+
     fn metadata() -> Option<&'static gst::subclass::ElementMetadata> {
         static METADATA: LazyLock<gst::subclass::ElementMetadata> = LazyLock::new(|| {
             gst::subclass::ElementMetadata::new(
@@ -624,6 +763,9 @@ impl BaseSrcImpl for CuframesSrc {
 
     fn stop(&self) -> Result<(), gst::ErrorMessage> {
         let mut state = lock(&self.state);
+        // The stream and pool before the context they belong to.
+        *lock(&self.cuda_out) = None;
+        lock(&self.cuda).clear();
         if let Some(sub) = state.subscriber.take() {
             lock(&self.counts).current = sub.stats();
         }
@@ -638,7 +780,13 @@ impl BaseSrcImpl for CuframesSrc {
     fn caps(&self, filter: Option<&gst::Caps>) -> Option<gst::Caps> {
         let state = lock(&self.state);
         let caps = match &state.info {
-            Some(info) => info.to_caps().ok()?,
+            Some(info) => stream_caps(
+                info,
+                state
+                    .stream
+                    .as_ref()
+                    .is_some_and(|s| s.memory == MemoryKind::Cuda),
+            )?,
             None => self.obj().src_pad().pad_template_caps(),
         };
         Some(match filter {
@@ -648,6 +796,11 @@ impl BaseSrcImpl for CuframesSrc {
     }
 
     fn query(&self, query: &mut gst::QueryRef) -> bool {
+        if query.type_() == gst::QueryType::Context
+            && lock(&self.cuda).answer_query(self.obj().upcast_ref(), query)
+        {
+            return true;
+        }
         if let gst::QueryViewMut::Latency(q) = query.view_mut() {
             // A frame arrives at most one frame after it was published.
             let state = lock(&self.state);
@@ -700,11 +853,17 @@ impl PushSrcImpl for CuframesSrc {
                 Ok(lease) => {
                     let lost = lease.lost_before();
                     let info = state.info.clone().ok_or(gst::FlowError::NotNegotiated)?;
-                    let copied = self.copy_out(&lease, &info);
-                    let intact = lease.is_intact();
                     let seq = lease.seq();
-                    // Released right after the copy.
-                    let _ = lease.release();
+                    let (copied, intact) = if lease.memory() == MemoryKind::Cuda {
+                        // Held by the buffer until downstream frees it.
+                        (self.cuda_buffer(lease, &info), true)
+                    } else {
+                        let copied = self.copy_out(&lease, &info);
+                        let intact = lease.is_intact();
+                        // Released right after the copy.
+                        let _ = lease.release();
+                        (copied, intact)
+                    };
                     self.note_loss(&mut state, lost);
                     let mut buffer = match copied {
                         Ok(buffer) if intact => buffer,
