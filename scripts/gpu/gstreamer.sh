@@ -11,7 +11,7 @@
 #                                    same packages and rewrites the pinned list
 #   . scripts/gpu/gstreamer.sh env   there, from the repository root: unpacks it into
 #                                    /tmp/gstreamer and sets LD_LIBRARY_PATH, PATH and
-#                                    GST_* for this shell
+#                                    GST_* for this shell (STAGE: another folder than .gpu)
 #
 # The packages are fetched with a private apt configuration (this machine's sources
 # and lists are untouched) naming trixie on the mirror this machine already uses; each
@@ -20,12 +20,12 @@
 # them, so the libraries to keep are found by reading ELF headers, not by ldd.
 # There: unpack and point GStreamer at it (sourced).
 env_there() {
-    local dir=/tmp/gstreamer
-    [ -d $dir ] || tar -C /tmp -xJf .gpu/gstreamer.tar.xz
+    local dir=/tmp/gstreamer stage=${STAGE:-.gpu}
+    [ -d $dir ] || tar -C /tmp -xJf "$stage/gstreamer.tar.xz"
     export PATH=$dir/bin:$PATH
     export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export GST_PLUGIN_SYSTEM_PATH_1_0=$dir/plugins
-    export GST_PLUGIN_PATH_1_0=$PWD/.gpu/lib/gstreamer
+    export GST_PLUGIN_PATH_1_0=$PWD/$stage/lib/gstreamer
     export GST_PLUGIN_SCANNER_1_0=$dir/libexec/gst-plugin-scanner
     export GST_REGISTRY_1_0=/tmp/gstreamer-registry.bin
     # nvcodec compiles its kernels with NVRTC: the GPU machine has CUDA 13's.
