@@ -8,6 +8,9 @@
 #                    beside this one)
 #   libcuframes-dev  cuframes.h, libcuframes.a, the libcuframes.so link, cuframes.pc
 #   cuframes         the cuframes command, its manual pages, bash and zsh completions
+#   gstreamer1.0-cuframes
+#                    the GStreamer elements cuframessrc and cuframessink, in GStreamer's
+#                    plugin directory (GStreamer 1.22 or newer)
 #
 #   scripts/package-deb.sh [--out DIR]      (default build/deb)
 #
@@ -34,8 +37,18 @@ for tool in dpkg-deb dpkg-architecture objdump strip gzip; do
 done
 
 zig_build cuframes-capi cuframes-cli
-arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+main_out=$ZIG_OUT
+# The GStreamer plugin links the system's GStreamer (its -sys crates ask pkg-config):
+# zig finds those libraries only when told where, and the flag that tells it would
+# rebuild the other packages, so the plugin has a target directory of its own.
+. scripts/lib/gstreamer.sh
+ensure_gstreamer
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/zig-gstreamer RUSTFLAGS="-L native=/usr/lib/$triplet" \
+    zig_build gst-cuframes
+gst_out=$ZIG_OUT
+ZIG_OUT=$main_out
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 id=$(cargo pkgid --locked -p cuframes-capi)
 version=${id##*[#@]}
 major=${version%%.*}
@@ -64,7 +77,8 @@ stage=$work/stage
 lib=$stage/lib/usr/lib/$triplet
 dev=$stage/dev
 cli=$stage/cli
-install -d "$lib" "$dev/usr/include" "$dev/usr/lib/$triplet/pkgconfig" \
+gst=$stage/gst
+install -d "$lib" "$dev/usr/include" "$dev/usr/lib/$triplet/pkgconfig" "$gst/usr/lib/$triplet/gstreamer-1.0" \
     "$cli/usr/bin" "$cli/usr/share/man/man1" "$cli/usr/share/bash-completion/completions" \
     "$cli/usr/share/zsh/vendor-completions"
 
@@ -90,7 +104,13 @@ gzip -9n "$cli"/usr/share/man/man1/*.1
 "$cli/usr/bin/cuframes" completions zsh >"$cli/usr/share/zsh/vendor-completions/_cuframes"
 chmod 0644 "$cli"/usr/share/bash-completion/completions/cuframes "$cli"/usr/share/zsh/vendor-completions/_cuframes
 
+# The plugin, where GStreamer looks for plugins (0644, as Debian's are).
+plugin=$gst/usr/lib/$triplet/gstreamer-1.0/libgstcuframes.so
+install -m 0644 "$gst_out/libgstcuframes.so" "$plugin"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$plugin"
+
 floor_lib=$(glibc_floor "$lib/libcuframes.so.$version")
+floor_gst=$(glibc_floor "$plugin")
 floor_cli=$(glibc_floor "$cli/usr/bin/cuframes")
 floor=$(printf '%s\n' "$floor_lib" "$floor_cli" | sort -V | tail -n 1)
 # libgcc_s, where the binaries need it (zig's link does not).
@@ -99,6 +119,8 @@ libdeps="libc6 (>= $floor_lib)"
 clideps="libc6 (>= $floor_cli)"
 needs_gcc "$lib/libcuframes.so.$version" && libdeps="$libdeps, libgcc-s1"
 needs_gcc "$cli/usr/bin/cuframes" && clideps="$clideps, libgcc-s1"
+gstdeps="libc6 (>= $floor_gst), libglib2.0-0 (>= 2.74), libgstreamer1.0-0 (>= 1.22), libgstreamer-plugins-base1.0-0 (>= 1.22)"
+needs_gcc "$plugin" && gstdeps="$gstdeps, libgcc-s1"
 
 date_rfc=$(date -u -R -d "@$epoch")
 year=$(date -u +%Y -d "@$epoch")
@@ -181,6 +203,7 @@ control() {
 doc "$libpkg" "$stage/lib" hardening-no-fortify-functions
 doc libcuframes-dev "$dev"
 doc cuframes "$cli" hardening-no-fortify-functions
+doc gstreamer1.0-cuframes "$gst" hardening-no-fortify-functions
 control "$libpkg" "$stage/lib" libs "$libdeps" \
     "zero-copy sharing of decoded video frames between processes" same <<'EOF'
 libcuframes lets one process publish decoded video frames into a ring of
@@ -222,13 +245,25 @@ copy (cuframes bench). Frames live in CUDA device memory or in host shared
 memory.
 EOF
 
+control gstreamer1.0-cuframes "$gst" video "$gstdeps" \
+    "GStreamer elements for cuframes shared video frames" same <<'EOF'
+cuframessink publishes the raw video a GStreamer pipeline makes under a
+cuframes key, and cuframessrc reads a key into a pipeline: frames an FFmpeg
+NVDEC decode published reach GStreamer's analytics, and the reverse, without
+a copy through the CPU. Frames live in host shared memory or CUDA memory
+(video/x-raw(memory:CUDAMemory), with GStreamer's CUDA context shared).
+
+The plugin is built for GStreamer 1.22 or newer and is licensed as the
+cuframes crates: MIT OR Apache-2.0.
+EOF
+
 # Modes and owners as dpkg-deb wants them; every mtime the commit's.
 find "$stage" -type d -exec chmod 0755 {} +
 find "$stage" -exec touch -h -d "@$epoch" {} +
 mkdir -p "$out"
 rm -f "$out"/*.deb
 debs=()
-for part in lib dev cli; do
+for part in lib dev cli gst; do
     (cd "$stage/$part" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
         xargs -0 md5sum >DEBIAN/md5sums)
     chmod 0644 "$stage/$part/DEBIAN/md5sums"
@@ -238,5 +273,6 @@ for part in lib dev cli; do
     dpkg-deb --root-owner-group -Zxz --build "$stage/$part" "$deb" >/dev/null
     debs+=("$deb")
 done
-echo "glibc floor: $floor (library GLIBC_$floor_lib, command GLIBC_$floor_cli; built for $ZIG_GLIBC)"
+floor=$(printf '%s\n' "$floor" "$floor_gst" | sort -V | tail -n 1)
+echo "glibc floor: $floor (library GLIBC_$floor_lib, command GLIBC_$floor_cli, GStreamer plugin GLIBC_$floor_gst; built for $ZIG_GLIBC)"
 printf '%s\n' "${debs[@]}"

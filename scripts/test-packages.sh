@@ -3,7 +3,8 @@
 #
 #   scripts/test-packages.sh
 #
-# 1. the three packages build (libcuframes0.2, libcuframes-dev, cuframes);
+# 1. the four packages build (libcuframes0.2, libcuframes-dev, cuframes,
+#    gstreamer1.0-cuframes);
 # 2. lintian finds nothing, every tag shown (-I -E --pedantic; two overrides, each
 #    with its reason in the package); lintian is installed when missing (apt, as
 #    root), and skipped only where it cannot be;
@@ -12,7 +13,9 @@
 # 4. what each package holds: the SONAME and its links, the header, static library
 #    and a pkg-config file whose paths are the package's, the manual pages (one per
 #    command) and the bash and zsh completions of the command, every package's
-#    copyright and changelog; the library's shlibs, symbols and ldconfig trigger;
+#    copyright and changelog; the library's shlibs, symbols and ldconfig trigger; the
+#    GStreamer plugin in GStreamer's plugin directory, and gst-inspect-1.0 loads it
+#    from there;
 # 5. a bad argument to package-deb.sh is refused.
 # Installing and using them in a clean container is scripts/test-docker.sh's check d.
 # Prints "Packages: N passed, N failed, N skipped" last; exits non-zero on a failure.
@@ -100,7 +103,7 @@ for deb in "${debs[@]}"; do
     pkg=$(dpkg-deb -f "$deb" Package)
     dpkg-deb -x "$deb" "$x/$pkg"
     depends=$(dpkg-deb -f "$deb" Depends)
-    mapfile -t elves < <(find "$x/$pkg" -type f \( -name '*.so.*' -o -path '*/bin/*' \))
+    mapfile -t elves < <(find "$x/$pkg" -type f \( -name '*.so.*' -o -name '*.so' -o -path '*/bin/*' \))
     [ ${#elves[@]} -gt 0 ] || continue
     need=$(glibc_floor "${elves[@]}")
     if [ "$(printf '%s\n' "$need" "$ZIG_GLIBC" | sort -V | tail -n 1)" != "$ZIG_GLIBC" ]; then
@@ -178,9 +181,16 @@ listed=$(grep -c '^ cuframes_.*@Base ' "$control/symbols" 2>/dev/null || true)
 { [ "$exported" -gt 20 ] && [ "$exported" = "$listed" ]; } ||
     { echo "  symbols lists $listed of $exported exported functions"; contents_ok=0; }
 grep -qx 'activate-noawait ldconfig' "$control/triggers" 2>/dev/null || { echo "  no ldconfig trigger"; contents_ok=0; }
+plugin=$libdir/gstreamer-1.0/libgstcuframes.so
+want gstreamer1.0-cuframes "$plugin"
+if command -v gst-inspect-1.0 >/dev/null; then
+    GST_REGISTRY=$x/registry.bin GST_PLUGIN_PATH=$x/gstreamer1.0-cuframes/$libdir/gstreamer-1.0 \
+        gst-inspect-1.0 cuframessrc 2>&1 | grep -q "gstreamer1.0-cuframes/$plugin" ||
+        { echo "  gst-inspect-1.0 does not load the packaged plugin"; contents_ok=0; }
+fi
 rm -rf "$control"
 if [ $contents_ok = 1 ]; then
-    ok "contents: SONAME libcuframes.so.$series and links, header, libcuframes.a, cuframes.pc, ${#pages[@]} manual pages, bash and zsh completions, copyright, $listed symbols, ldconfig trigger"
+    ok "contents: SONAME libcuframes.so.$series and links, header, libcuframes.a, cuframes.pc, ${#pages[@]} manual pages, bash and zsh completions, copyright, $listed symbols, ldconfig trigger, the GStreamer plugin (loaded by gst-inspect-1.0)"
 else
     bad "package contents"
 fi

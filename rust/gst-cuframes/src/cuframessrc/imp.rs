@@ -712,8 +712,8 @@ impl ElementImpl for CuframesSrc {
             gst::subclass::ElementMetadata::new(
                 "cuframes subscriber",
                 "Source/Video",
-                "Reads the raw video frames another process publishes under a cuframes key (host shared \
-                 memory so far): FFmpeg's -f cuframes KEY, cuframessink, Python, the cuframes CLI",
+                "Reads the raw video frames another process publishes under a cuframes key, in host shared \
+                 memory or CUDA memory: FFmpeg's -f cuframes KEY, cuframessink, Python, the cuframes CLI",
                 "The cuframes authors",
             )
         });
