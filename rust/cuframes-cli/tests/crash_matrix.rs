@@ -251,16 +251,16 @@ fn exits_seen(procs: &mut [&mut Proc], limit: Duration) -> Vec<Instant> {
 
 /// A survivor's summary: the stream's memory, nothing mismatched; under
 /// strict-wait nothing lost either (a gapless run of seqs, every frame
-/// verified). Under drop-oldest with host memory every frame is verified
-/// too; with CUDA memory a frame overwritten while it was read (1280x720
-/// takes a while to check) is counted as dropped, not judged
-/// (`docs/cli.md`).
+/// verified). Under drop-oldest a frame overwritten while it was read (the
+/// survivor reads in place: a CUDA frame of 1280x720 takes a while to
+/// check, and a host one does too on a loaded machine) is counted, not
+/// judged (`docs/cli.md`).
 fn assert_survivor(memory: Memory, summary: &Value, policy: Policy) {
     memory.check(summary);
     assert_eq!(uint(summary, "mismatched"), 0, "{summary}");
     assert!(uint(summary, "frames") >= 1, "{summary}");
     assert!(uint(summary, "verified") >= 1, "{summary}");
-    if policy == Policy::StrictWait || memory.in_process() {
+    if policy == Policy::StrictWait {
         assert_eq!(uint(summary, "verified"), uint(summary, "frames"), "{summary}");
     } else {
         assert!(
