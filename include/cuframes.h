@@ -52,6 +52,27 @@
 #define CUFRAMES_MAX_PLANES 4
 
 /**
+ * The most slots a ring has (the shared header has room for 16).
+ */
+#define CUFRAMES_MAX_RING_SIZE 16
+
+/**
+ * Slots in the ring by default (also when `ring_size` is 0): the library's
+ * default, `cuframes::defaults::RING_SIZE`.
+ */
+#define CUFRAMES_DEFAULT_RING_SIZE 16
+
+/**
+ * Strict-wait's ACK timeout by default (also when `ack_timeout_ms` is 0), ms.
+ */
+#define CUFRAMES_DEFAULT_ACK_TIMEOUT_MS 1000
+
+/**
+ * Strict-wait's start-up time by default (also when `startup_timeout_ms` is 0), ms.
+ */
+#define CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS 10000
+
+/**
  * Bytes of `cuframes_key_info.key`: a 63-byte key and its NUL.
  */
 #define CUFRAMES_KEY_BYTES 64
@@ -186,7 +207,7 @@ typedef struct cuframes_publisher_config {
      */
     uint32_t height;
     /**
-     * Slots in the ring, 1..=16; init: 4 (0 = 4).
+     * Slots in the ring, 1..=CUFRAMES_MAX_RING_SIZE (16); init: CUFRAMES_DEFAULT_RING_SIZE (16; 0 = the same).
      */
     uint32_t ring_size;
     /**

@@ -126,6 +126,8 @@ class Publisher:
         pub = cuframes.Publisher("cam1", "nv12", 1920, 1080, memory="cuda")
         pub.publish([y, uv])        # torch/CuPy CUDA tensors or NumPy arrays
 
+    ``ring``: slots, 1 to 16 (default 16, the library's: consumers such as
+    encoders hold frames, and the ring leaves room for them);
     ``format``: a name of ``cuframes.FORMATS`` (``"nv12"``, ``"p010"``, ``"yuv444p10msb"``, ...;
     FFmpeg's ``"p010le"`` spelling too);
     ``memory``: ``"auto"`` (CUDA when a driver and device are usable),
@@ -153,7 +155,7 @@ class Publisher:
         width: int,
         height: int,
         *,
-        ring: int = 4,
+        ring: int = 16,
         policy: Union[str, int] = "drop_oldest",
         memory: Union[str, int] = "auto",
         ack_timeout: float = 1.0,

@@ -458,6 +458,24 @@ except cuframes.ExhaustedError as e:
     assert "this process has no descriptor left (limit 64)" in out.stdout, out.stdout
 
 
+def test_defaults_are_the_librarys():
+    # Python spells its defaults in its signature; they must be the C API's
+    # (which are the library's: a compile-time check there).
+    import ctypes
+    import inspect as pyinspect
+
+    from cuframes import _lib
+
+    config = _lib.PublisherConfig()
+    _lib.check(_lib.lib.cuframes_publisher_config_init_sized(ctypes.byref(config), ctypes.sizeof(config)))
+    params = pyinspect.signature(cuframes.Publisher.__init__).parameters
+    assert params["ring"].default == config.ring_size == 16
+    assert round(params["ack_timeout"].default * 1000) == config.ack_timeout_ms
+    assert round(params["startup_timeout"].default * 1000) == config.startup_timeout_ms
+    assert params["policy"].default == "drop_oldest" and config.policy == 0
+    assert params["memory"].default == "auto" and config.memory == 0
+
+
 def test_key_already_published(key):
     with host_publisher(key):
         with pytest.raises(cuframes.AlreadyExistsError) as info:
@@ -728,7 +746,7 @@ def test_ctypes_structs_carry_their_size(key):
         assert struct().struct_size == ctypes.sizeof(struct), struct.__name__
     config = _lib.PublisherConfig()
     _lib.check(_lib.lib.cuframes_publisher_config_init_sized(ctypes.byref(config), ctypes.sizeof(config)))
-    assert config.struct_size == ctypes.sizeof(config) and config.ring_size == 4
+    assert config.struct_size == ctypes.sizeof(config) and config.ring_size == 16
     with host_publisher(key) as pub:
         # The library writes struct_size back: the bytes it filled.
         raw = _lib.StreamInfo()

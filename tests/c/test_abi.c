@@ -61,7 +61,8 @@ static int test_old_header_moves_frames(void) {
     memset(&f, 0xAB, sizeof f); /* the checks below see what _init wrote */
     fixture_init(&f, "old", CUFRAMES_FORMAT_NV12, width, height);
     CHECK(f.pconfig.struct_size == sizeof f.pconfig);
-    CHECK(f.pconfig.ring_size == 4 && f.pconfig.cuda_device == -1 && f.pconfig.reserved == 0);
+    /* 0.3 made the library's default ring 16 (as the muxer's): old programs get it too. */
+    CHECK(f.pconfig.ring_size == 16 && f.pconfig.cuda_device == -1 && f.pconfig.reserved == 0);
     CHECK(f.sconfig.struct_size == sizeof f.sconfig);
     f.pconfig.ring_size = 8; /* the 6 frames wait in the ring until read */
     f.pconfig.fps_num = 25;

@@ -106,15 +106,16 @@ static int test_config_init_defaults(void) {
     CHECK(p.struct_size == sizeof p && p.v1_peers == CUFRAMES_V1_PEERS_SAME_USER);
     CHECK(p.key == NULL && p.runtime_dir == NULL);
     CHECK(p.format == 0 && p.width == 0 && p.height == 0);
-    CHECK(p.ring_size == 4);
+    CHECK(p.ring_size == CUFRAMES_DEFAULT_RING_SIZE && CUFRAMES_DEFAULT_RING_SIZE == 16);
+    CHECK(CUFRAMES_MAX_RING_SIZE == 16);
     CHECK(p.policy == CUFRAMES_POLICY_DROP_OLDEST);
-    CHECK(p.ack_timeout_ms == 1000);
+    CHECK(p.ack_timeout_ms == CUFRAMES_DEFAULT_ACK_TIMEOUT_MS && CUFRAMES_DEFAULT_ACK_TIMEOUT_MS == 1000);
     CHECK(p.memory == CUFRAMES_MEMORY_AUTO);
     CHECK(p.fps_num == 0 && p.fps_den == 0);
     CHECK(p.cuda_context == NULL && p.cuda_stream == NULL);
     CHECK(p.external_slots == NULL && p.group == NULL);
     CHECK(p.cuda_device == -1);
-    CHECK(p.startup_timeout_ms == 10000);
+    CHECK(p.startup_timeout_ms == CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS && CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS == 10000);
     cuframes_subscriber_config_init(&s);
     CHECK(s.struct_size == sizeof s);
     CHECK(s.key == NULL && s.name == NULL && s.runtime_dir == NULL);
@@ -133,7 +134,7 @@ static int test_config_init_defaults(void) {
     CHECK(p.struct_size == 0xABABABABu);
     CHECK_STATUS(cuframes_subscriber_config_init_sized(NULL, sizeof s), CUFRAMES_ERR_INVALID_ARGUMENT);
     CHECK_OK(cuframes_publisher_config_init_sized(&p, sizeof p));
-    CHECK(p.struct_size == sizeof p && p.ring_size == 4);
+    CHECK(p.struct_size == sizeof p && p.ring_size == CUFRAMES_DEFAULT_RING_SIZE);
     return 0;
 }
 
@@ -180,7 +181,7 @@ static int test_publisher_bad_config(void) {
     CHECK(publisher == SENTINEL(cuframes_publisher));
     CHECK_MESSAGE();
 
-    /* ring_size 0 is the default (4), as are 0 ms ACK timeouts. */
+    /* ring_size 0 is the default (16), as are 0 ms ACK timeouts. */
     publisher_config(&config, key, CUFRAMES_FORMAT_YUV420P, 33, 17);
     config.ring_size = 0;
     config.ack_timeout_ms = 0;
@@ -189,7 +190,7 @@ static int test_publisher_bad_config(void) {
     CHECK_OK(cuframes_publisher_create(&config, &publisher));
     memset(&info, 0, sizeof info);
     CHECK_OK(cuframes_publisher_get_info(publisher, SIZED(info)));
-    CHECK(info.ring_size == 4 && info.policy == CUFRAMES_POLICY_DROP_OLDEST);
+    CHECK(info.ring_size == CUFRAMES_DEFAULT_RING_SIZE && info.policy == CUFRAMES_POLICY_DROP_OLDEST);
     CHECK(info.memory == CUFRAMES_MEMORY_HOST && info.format == CUFRAMES_FORMAT_YUV420P);
     CHECK(info.width == 33 && info.height == 17 && info.plane_count == 3);
     CHECK(info.fps_num == 25 && info.fps_den == 1);
@@ -908,7 +909,7 @@ static int test_newer_header_structs(void) {
     CHECK_OK(cuframes_publisher_config_init_sized(&config.known, sizeof config));
     CHECK(config.known.struct_size == sizeof config);
     CHECK(config.added[0] == 0 && config.added[1] == 0); /* zeroed: unknown here */
-    CHECK(config.known.ring_size == 4 && config.known.v1_peers == CUFRAMES_V1_PEERS_SAME_USER);
+    CHECK(config.known.ring_size == CUFRAMES_DEFAULT_RING_SIZE && config.known.v1_peers == CUFRAMES_V1_PEERS_SAME_USER);
     config.known.key = key;
     config.known.format = CUFRAMES_FORMAT_NV12;
     config.known.width = 32;

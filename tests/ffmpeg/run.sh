@@ -37,6 +37,22 @@ test_help() {
         done
     done
     result "help: muxer, demuxer, filter options" "$ok"
+    # The muxer's defaults are the cuframes command's (which are the library's,
+    # rust/cuframes-cli/tests/cli_help.rs): ring, and the strict-wait times.
+    ok=1
+    local muxer cli ours theirs
+    muxer=$(ff 20 -h muxer=cuframes 2>&1)
+    cli=$("$CUFRAMES_CLI" publish --help)
+    for pair in ring_size:--ring ack_timeout:--ack-timeout startup_timeout:--startup-timeout; do
+        theirs=$(grep -E "^ +-${pair%%:*} " <<<"$muxer" | sed -nE 's/.*\(default ([^)]*)\).*/\1/p')
+        ours=$(awk -v o="${pair#*:}" '$1 == o { found = 1 } found && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }' <<<"$cli")
+        # FFmpeg prints durations in seconds ("1"), the command with a unit ("1s").
+        if [ -z "$theirs" ] || [ "$theirs" != "${ours%s}" ]; then
+            echo "  -${pair%%:*}: the muxer's default is '$theirs', the command's '$ours'"
+            ok=0
+        fi
+    done
+    result "help: the muxer's defaults are the command's (ring 16, ACK 1 s, start-up 10 s)" "$ok"
 }
 
 # ---------------------------------------------------------------- b. end to end

@@ -20,12 +20,22 @@ use crate::types::{
     policy_from_c, v1_peers_from_c,
 };
 
-/// Ring size used when `ring_size` is 0.
-const DEFAULT_RING_SIZE: u32 = 4;
-/// ACK timeout used when `ack_timeout_ms` is 0.
-const DEFAULT_ACK_TIMEOUT_MS: u32 = 1000;
-/// Start-up time used when `startup_timeout_ms` is 0.
-const DEFAULT_STARTUP_TIMEOUT_MS: u32 = cuframes::DEFAULT_STARTUP_TIMEOUT_MS as u32;
+/// The most slots a ring has (the shared header has room for 16).
+pub const CUFRAMES_MAX_RING_SIZE: u32 = 16;
+/// Slots in the ring by default (also when `ring_size` is 0): the library's
+/// default, `cuframes::defaults::RING_SIZE`.
+pub const CUFRAMES_DEFAULT_RING_SIZE: u32 = 16;
+/// Strict-wait's ACK timeout by default (also when `ack_timeout_ms` is 0), ms.
+pub const CUFRAMES_DEFAULT_ACK_TIMEOUT_MS: u32 = 1000;
+/// Strict-wait's start-up time by default (also when `startup_timeout_ms` is 0), ms.
+pub const CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS: u32 = 10000;
+// The header's numbers are literals (cbindgen writes them out); they are the
+// library's, or this does not build.
+const _: () = assert!(CUFRAMES_MAX_RING_SIZE as usize == cuframes::protocol::MAX_RING_SIZE);
+const _: () = assert!(CUFRAMES_DEFAULT_RING_SIZE as usize == cuframes::defaults::RING_SIZE);
+const _: () = assert!(CUFRAMES_DEFAULT_ACK_TIMEOUT_MS as u128 == cuframes::defaults::ACK_TIMEOUT.as_millis());
+const _: () =
+    assert!(CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS as u128 == cuframes::defaults::STARTUP_TIMEOUT.as_millis());
 /// Handshake bound used when `connect_timeout_ms` is 0.
 const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 30000;
 
@@ -45,7 +55,7 @@ pub struct cuframes_publisher_config {
     pub width: u32,
     /// Height in pixels (1..=16384). Required.
     pub height: u32,
-    /// Slots in the ring, 1..=16; init: 4 (0 = 4).
+    /// Slots in the ring, 1..=CUFRAMES_MAX_RING_SIZE (16); init: CUFRAMES_DEFAULT_RING_SIZE (16; 0 = the same).
     pub ring_size: u32,
     /// Full-ring policy; init: CUFRAMES_POLICY_DROP_OLDEST.
     pub policy: cuframes_policy,
@@ -166,9 +176,9 @@ impl cuframes_publisher_config {
             format: 0,
             width: 0,
             height: 0,
-            ring_size: DEFAULT_RING_SIZE,
+            ring_size: CUFRAMES_DEFAULT_RING_SIZE,
             policy: CUFRAMES_POLICY_DROP_OLDEST,
-            ack_timeout_ms: DEFAULT_ACK_TIMEOUT_MS,
+            ack_timeout_ms: CUFRAMES_DEFAULT_ACK_TIMEOUT_MS,
             memory: CUFRAMES_MEMORY_AUTO,
             fps_num: 0,
             fps_den: 0,
@@ -178,7 +188,7 @@ impl cuframes_publisher_config {
             external_slots: std::ptr::null(),
             group: std::ptr::null(),
             cuda_device: -1,
-            startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
+            startup_timeout_ms: CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS,
             cuda_share: CUFRAMES_CUDA_SHARE_AUTO,
             v1_peers: CUFRAMES_V1_PEERS_SAME_USER,
             log_callback: None,
@@ -204,16 +214,16 @@ impl cuframes_publisher_config {
         let mut config = PublisherConfig::new(key, format, self.width, self.height);
         config.v1_peers = v1_peers_from_c(self.v1_peers, "config.v1_peers")?;
         config.ring_size = match self.ring_size {
-            0 => DEFAULT_RING_SIZE,
+            0 => CUFRAMES_DEFAULT_RING_SIZE,
             n => n,
         } as usize;
         config.policy = policy_from_c(self.policy, "config.policy")?;
         config.ack_timeout = Duration::from_millis(match self.ack_timeout_ms {
-            0 => DEFAULT_ACK_TIMEOUT_MS,
+            0 => CUFRAMES_DEFAULT_ACK_TIMEOUT_MS,
             ms => ms,
         } as u64);
         config.startup_timeout = Duration::from_millis(match self.startup_timeout_ms {
-            0 => DEFAULT_STARTUP_TIMEOUT_MS,
+            0 => CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS,
             ms => ms,
         } as u64);
         config.memory = memory_request_from_c(self.memory, "config.memory")?;
@@ -239,9 +249,15 @@ impl cuframes_publisher_config {
         config.runtime_dir = unsafe { optional_path(self.runtime_dir) };
         if !self.external_slots.is_null() {
             // SAFETY: non-NULL external_slots holds ring_size values (contract);
-            // ring_size is checked against 1..=16 by Publisher::create, and a
-            // larger value would be refused there after reading at most 16.
-            let slots = unsafe { std::slice::from_raw_parts(self.external_slots, config.ring_size.min(16)) };
+            // ring_size is checked against 1..=MAX_RING_SIZE by
+            // Publisher::create, and a larger value would be refused there
+            // after reading at most that many.
+            let slots = unsafe {
+                std::slice::from_raw_parts(
+                    self.external_slots,
+                    config.ring_size.min(CUFRAMES_MAX_RING_SIZE as usize),
+                )
+            };
             config.external_slots = Some(slots.to_vec());
         }
         // SAFETY: by this function's contract.

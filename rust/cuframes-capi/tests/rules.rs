@@ -21,7 +21,11 @@ fn config_init_defaults() {
     let p = publisher_config(&key, &dir, 0);
     assert_eq!(
         (p.ring_size, p.policy, p.ack_timeout_ms),
-        (4, CUFRAMES_POLICY_DROP_OLDEST, 1000)
+        (
+            CUFRAMES_DEFAULT_RING_SIZE,
+            CUFRAMES_POLICY_DROP_OLDEST,
+            CUFRAMES_DEFAULT_ACK_TIMEOUT_MS
+        )
     );
     assert_eq!((p.fps_num, p.fps_den), (0, 0));
     assert!(p.cuda_context.is_null() && p.cuda_stream.is_null());
@@ -143,7 +147,7 @@ fn bad_publisher_configs_leave_the_out_parameter_alone() {
             last_error()
         );
     }
-    // ring_size 0 means the default, 4; a device ordinal is no concern of
+    // ring_size 0 means the default, 16; a device ordinal is no concern of
     // host memory.
     let mut config = publisher_config(&key, &dir_c, CUFRAMES_FORMAT_NV12);
     config.ring_size = 0;
@@ -160,7 +164,7 @@ fn bad_publisher_configs_leave_the_out_parameter_alone() {
     }
     assert_eq!(
         (info.ring_size, info.memory, info.plane_count),
-        (4, CUFRAMES_MEMORY_HOST, 2)
+        (CUFRAMES_DEFAULT_RING_SIZE, CUFRAMES_MEMORY_HOST, 2)
     );
     assert_eq!((info.fps_num, info.fps_den), (30000, 1001));
     assert_eq!(

@@ -107,7 +107,7 @@ fn publisher_config_sizes() {
     assert_eq!(status, CUFRAMES_OK);
     assert_eq!(newer.known.struct_size as usize, first + 16);
     assert_eq!(newer.future, [0, 0], "init zeroes the unknown tail");
-    assert_eq!(newer.known.ring_size, 4);
+    assert_eq!(newer.known.ring_size, CUFRAMES_DEFAULT_RING_SIZE);
     newer.known.key = key.as_ptr();
     newer.known.runtime_dir = dir_c.as_ptr();
     newer.known.format = CUFRAMES_FORMAT_NV12;

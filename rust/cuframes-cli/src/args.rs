@@ -361,23 +361,23 @@ pub struct PublishArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub frames: u64,
     /// How many slots the ring has, 1 to 16; 16 leaves room for the frames a consumer's filters and encoder hold.
-    #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(long, default_value_t = cuframes::defaults::RING_SIZE, value_name = "N")]
     pub ring: usize,
     /// What to do when the ring is full.
     #[arg(long, value_enum, ignore_case = true, default_value = "drop_oldest")]
     pub policy: PolicyArg,
     /// Under strict_wait, how long a subscriber may hold up the ring (no slot free for the next frame) before it is dropped; also the least time the end of the stream waits for subscribers to take the last frame.
-    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    #[arg(long, default_value_t = Dur(cuframes::defaults::ACK_TIMEOUT), value_name = "DURATION")]
     pub ack_timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "ack_timeout")]
     pub ack_timeout_ms: Option<u64>,
     /// Under strict_wait, the same for a subscriber that joined less than this long ago, while its consumer is still starting.
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    #[arg(long, default_value_t = Dur(cuframes::defaults::STARTUP_TIMEOUT), value_name = "DURATION")]
     pub startup_timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "startup_timeout")]
     pub startup_timeout_ms: Option<u64>,
     /// How long a connecting subscriber may take to finish its handshake before it is closed (it makes its CUDA context meanwhile; one that took longer connects again by itself).
-    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    #[arg(long, default_value_t = Dur(cuframes::defaults::HANDSHAKE_TIMEOUT), value_name = "DURATION")]
     pub handshake_timeout: Dur,
     /// Hold the first frame until this many subscribers are active (0 to 31).
     #[arg(long, default_value_t = 0, value_name = "N")]

@@ -132,10 +132,10 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
     }
     let mut v = summary(&ins);
     if let Some(h) = &ins.header {
-        let live = ins
-            .info
-            .as_ref()
-            .map_or(h.ring_size.min(16) as usize, |i| i.ring_size);
+        let live = ins.info.as_ref().map_or(
+            h.ring_size.min(cuframes::protocol::MAX_RING_SIZE as u64) as usize,
+            |i| i.ring_size,
+        );
         let slots: Vec<Value> = h.slots[..live]
             .iter()
             .enumerate()

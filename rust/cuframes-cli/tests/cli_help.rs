@@ -192,6 +192,31 @@ fn every_command_lists_its_choices_and_defaults() {
     }
 }
 
+/// The publisher's defaults as `--help` says them are the library's (the C
+/// API's are checked against it when it builds, Python's against the C API,
+/// the FFmpeg muxer's against this command in tests/ffmpeg/run.sh).
+#[test]
+fn the_publishers_defaults_are_the_librarys() {
+    let env = TestEnv::new();
+    let help = env.run(&["publish", "--help"]).stdout;
+    let seconds = |d: std::time::Duration| format!("{}s", d.as_secs());
+    for (option, default) in [
+        ("--ring", cuframes::defaults::RING_SIZE.to_string()),
+        ("--ack-timeout", seconds(cuframes::defaults::ACK_TIMEOUT)),
+        ("--startup-timeout", seconds(cuframes::defaults::STARTUP_TIMEOUT)),
+        (
+            "--handshake-timeout",
+            seconds(cuframes::defaults::HANDSHAKE_TIMEOUT),
+        ),
+    ] {
+        let section = option_section(&help, option);
+        assert!(
+            section.contains(&format!("[default: {default}]")),
+            "publish {option}: the library's default is {default}:\n{section}"
+        );
+    }
+}
+
 #[test]
 fn completions_and_manual_pages_come_from_the_same_definition() {
     let env = TestEnv::new();

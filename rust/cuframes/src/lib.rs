@@ -20,6 +20,7 @@
 //! ```
 
 mod channel;
+pub mod defaults;
 mod error;
 pub mod format;
 pub mod inspect;
@@ -62,8 +63,7 @@ pub mod protocol {
 }
 pub use props::FrameProps;
 pub use publisher::{
-    DEFAULT_STARTUP_TIMEOUT_MS, PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats,
-    SubscriberInfo, V1Peers,
+    PITCH_ALIGNMENT, Policy, Publisher, PublisherConfig, PublisherStats, SubscriberInfo, V1Peers,
 };
 pub use side_data::{SIDE_DATA_CAPACITY, SideData, kind as side_data_kind};
 pub use subscriber::{

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::DEFAULT_STARTUP_TIMEOUT_MS;
 use crate::error::{Error, Result};
 use crate::format::PixelFormat;
 use crate::memory::{CudaBinding, CudaShareRequest, MemoryRequest};
@@ -178,16 +177,16 @@ impl PublisherConfig {
             format,
             width,
             height,
-            ring_size: 4,
+            ring_size: crate::defaults::RING_SIZE,
             policy: Policy::DropOldest,
-            ack_timeout: Duration::from_millis(1000),
-            startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
+            ack_timeout: crate::defaults::ACK_TIMEOUT,
+            startup_timeout: crate::defaults::STARTUP_TIMEOUT,
             memory: MemoryRequest::Auto,
             cuda_share: CudaShareRequest::Auto,
             fps: None,
             cuda: None,
             cuda_device: -1,
-            handshake_timeout: Duration::from_secs(30),
+            handshake_timeout: crate::defaults::HANDSHAKE_TIMEOUT,
             external_slots: None,
             runtime_dir: None,
             group: None,

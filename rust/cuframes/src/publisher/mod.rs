@@ -37,9 +37,6 @@ use crate::wire::layout::{MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNA
 /// Row alignment of slots (CUDA's texture pitch alignment; also good for SIMD).
 pub const PITCH_ALIGNMENT: usize = 256;
 
-/// Default of [`PublisherConfig::startup_timeout`], in ms.
-pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
-
 /// Where the next frame goes (see [`Publisher::acquire_slot`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotTarget {

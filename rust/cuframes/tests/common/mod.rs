@@ -23,9 +23,12 @@ pub fn unique_key(tag: &str) -> String {
     )
 }
 
-/// A 64x48 NV12 host-memory publisher config in `dir`.
+/// A 64x48 NV12 host-memory publisher config in `dir`, with a ring of 4
+/// (the library's default was 4 when these tests were written; they count
+/// frames against it).
 pub fn config(key: &str, dir: &Path) -> PublisherConfig {
     let mut c = PublisherConfig::new(key, PixelFormat::Nv12, 64, 48);
+    c.ring_size = 4;
     c.memory = MemoryRequest::Host;
     c.runtime_dir = Some(dir.to_owned());
     c

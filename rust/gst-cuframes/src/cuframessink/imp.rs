@@ -25,9 +25,9 @@ static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
 });
 
 // Defaults: the FFmpeg muxer's and `cuframes publish`'s.
-const DEFAULT_RING_SIZE: u32 = 16;
-const DEFAULT_ACK_TIMEOUT_MS: u32 = 1000;
-const DEFAULT_STARTUP_TIMEOUT_MS: u32 = cuframes::DEFAULT_STARTUP_TIMEOUT_MS as u32;
+const DEFAULT_RING_SIZE: u32 = cuframes::defaults::RING_SIZE as u32;
+const DEFAULT_ACK_TIMEOUT_MS: u32 = cuframes::defaults::ACK_TIMEOUT.as_millis() as u32;
+const DEFAULT_STARTUP_TIMEOUT_MS: u32 = cuframes::defaults::STARTUP_TIMEOUT.as_millis() as u32;
 const DEFAULT_WAIT_SUBSCRIBERS: u32 = 0;
 const DEFAULT_WAIT_TIMEOUT_MS: u32 = 30_000;
 /// The least time the end of a stream waits for subscribers to take the
