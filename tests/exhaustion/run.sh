@@ -206,30 +206,36 @@ test_header_shrunk_under_publisher() {
     says "$T/publisher.err" "/dev/shm/cuframes-k shrank under its publisher"
 }
 
-# A publisher with 40 descriptors and 36 subscribers arriving at once: it
-# takes what it can, says once that it ran out (with the limit), tells every
-# other one why, and serves on.
-test_publisher_out_of_descriptors() {
-    bgrun publisher bash -c "ulimit -n 40 && exec '$CLI' publish fdl --memory host --size 64x64 --fps 50 --frames 250"
-    local publisher=$BGPID i
-    wait_socket fdl
-    local subs=()
-    for i in $(seq 36); do
-        bgrun "sub$i" "$CLI" subscribe fdl --json --frames 5 --wait-timeout 5s
+# storm KEY N FRAMES REFUSAL: N subscribers of KEY at once, each for FRAMES
+# frames; each that is not served must say REFUSAL. Sets served and refused.
+storm() {
+    local key=$1 n=$2 frames=$3 refusal=$4 i rc subs=()
+    for i in $(seq "$n"); do
+        bgrun "sub$i" "$CLI" subscribe "$key" --json --frames "$frames" --wait-timeout 5s
         subs+=("$BGPID")
     done
-    local served=0 refused=0 rc
-    for i in $(seq 36); do
+    served=0 refused=0
+    for i in $(seq "$n"); do
         wait "${subs[$((i - 1))]}"
         rc=$?
         no_signal "sub$i" "$rc"
         if [ "$rc" -eq 0 ]; then
             served=$((served + 1))
         else
-            says "$T/sub$i.err" "publisher of 'fdl': the publisher has no descriptor left (limit 40)"
+            says "$T/sub$i.err" "$refusal"
             refused=$((refused + 1))
         fi
     done
+}
+
+# A publisher with 40 descriptors and 36 subscribers arriving at once: it
+# takes what it can, says once that it ran out (with the limit), tells every
+# other one why, and serves on.
+test_publisher_out_of_descriptors() {
+    bgrun publisher bash -c "ulimit -n 40 && exec '$CLI' publish fdl --memory host --size 64x64 --fps 50 --frames 250"
+    local publisher=$BGPID
+    wait_socket fdl
+    storm fdl 36 5 "publisher of 'fdl': the publisher has no descriptor left (limit 40)"
     [ "$served" -ge 1 ] && [ "$refused" -ge 1 ] || fail "$served served, $refused refused"
     kill -0 "$publisher" 2>/dev/null || fail "the publisher died"
     [ "$(grep -c "no descriptor left (limit 40)" "$T/publisher.err")" -eq 1 ] ||
@@ -266,24 +272,9 @@ test_publisher_cannot_accept() {
 # told, the publisher says so once and serves on.
 test_subscriber_slots() {
     bgrun publisher "$CLI" publish slots --memory host --size 64x64 --fps 50 --frames 0
-    local publisher=$BGPID i subs=()
+    local publisher=$BGPID
     wait_socket slots
-    for i in $(seq 33); do
-        bgrun "sub$i" "$CLI" subscribe slots --json --frames 250 --wait-timeout 5s
-        subs+=("$BGPID")
-    done
-    local served=0 refused=0 rc
-    for i in $(seq 33); do
-        wait "${subs[$((i - 1))]}"
-        rc=$?
-        no_signal "sub$i" "$rc"
-        if [ "$rc" -eq 0 ]; then
-            served=$((served + 1))
-        else
-            says "$T/sub$i.err" "too many subscribers: publisher of 'slots' serves its maximum of 31"
-            refused=$((refused + 1))
-        fi
-    done
+    storm slots 33 250 "too many subscribers: publisher of 'slots' serves its maximum of 31"
     [ "$served" -eq 31 ] && [ "$refused" -eq 2 ] || fail "$served served, $refused refused"
     [ "$(grep -c "cannot take more subscribers: too many subscribers" "$T/publisher.err")" -eq 1 ] ||
         fail "the publisher did not say once that its subscriber slots ran out"
