@@ -17,8 +17,13 @@ use std::ptr;
 use cuframes::{FrameLease, PlanePtr};
 use gst::glib::translate::{FromGlibPtrFull, ToGlibPtr};
 use gst::prelude::*;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::gstcuda::{ContextPtr, GstCuda, MAP_CUDA, StreamPtr};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// A reference to a GstCudaContext, dropped with it.
 #[derive(Debug)]
@@ -109,21 +114,32 @@ pub struct ElementCuda {
 }
 
 impl ElementCuda {
-    /// The context for `element` on `device_id` (-1: any): the one a
-    /// neighbour or the application shares, else a new one, announced.
-    pub fn ensure(&mut self, element: &gst::Element, device_id: i32) -> Result<&SharedContext, String> {
+    /// Makes sure `shared` has a context for `element` on `device_id` (-1:
+    /// any): the one a neighbour or the application shares, else a new one,
+    /// announced; returns its `CUcontext`. The lock is not held while
+    /// GStreamer asks around: it calls back into the element's
+    /// `set_context` and answers queries, which take it.
+    pub fn ensure(
+        shared: &Mutex<ElementCuda>,
+        element: &gst::Element,
+        device_id: i32,
+    ) -> Result<usize, String> {
         let cuda = GstCuda::get().map_err(str::to_owned)?;
-        let mut ptr = self.context.as_ref().map_or(ptr::null_mut(), |c| c.0);
-        // SAFETY: a live element; `ptr` is NULL or a context we hold, which
-        // the call leaves as it is.
+        if let Some(context) = &lock(shared).context {
+            return Ok(context.handle(cuda));
+        }
+        let mut ptr = ptr::null_mut();
+        // SAFETY: a live element; `ptr` receives a context with a reference
+        // that is ours.
         let ok = unsafe { (cuda.ensure_element_context)(element.as_ptr(), device_id, &mut ptr) };
         if ok == 0 || ptr.is_null() {
             return Err(format!("no CUDA context for device {device_id}"));
         }
-        if self.context.is_none() {
-            self.context = Some(SharedContext(ptr));
-        }
-        Ok(self.context.as_ref().expect("set above"))
+        let found = SharedContext(ptr);
+        let mut held = lock(shared);
+        // A context given meanwhile (set_context) stays; `found` is dropped.
+        let context = held.context.get_or_insert(found);
+        Ok(context.handle(cuda))
     }
 
     /// `ElementImpl::set_context`: takes a context the application or a

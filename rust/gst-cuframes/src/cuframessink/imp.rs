@@ -190,11 +190,8 @@ impl CuframesSink {
         if cuda {
             // Slots in the GPU memory of the context upstream shares; the
             // frames are copied into them device to device.
-            let mut shared = lock(&self.cuda);
-            let context = shared
-                .ensure(self.obj().upcast_ref(), s.cuda_device_id)
+            let handle = ElementCuda::ensure(&self.cuda, self.obj().upcast_ref(), s.cuda_device_id)
                 .map_err(|e| gst::error_msg!(gst::ResourceError::Settings, ("CUDA memory: {}", e)))?;
-            let handle = context.handle(GstCuda::get().expect("a context implies GstCuda"));
             config.memory = MemoryRequest::Cuda;
             config.cuda_share = s.cuda_share.into();
             config.cuda = Some(CudaBinding {

@@ -296,11 +296,14 @@ impl CuframesSrc {
     /// handed out in place (1.24), a stream of our own they are ordered on.
     fn cuda_binding(&self, settings: &Settings) -> Result<CudaBinding, ConnectError> {
         let cuda = GstCuda::get().map_err(|why| ConnectError::Cuda(why.to_owned()))?;
-        let mut shared = lock(&self.cuda);
-        let context = shared
-            .ensure(self.obj().upcast_ref(), settings.cuda_device_id)
+        let handle = ElementCuda::ensure(&self.cuda, self.obj().upcast_ref(), settings.cuda_device_id)
             .map_err(ConnectError::Cuda)?;
+        let shared = lock(&self.cuda);
+        let context = shared
+            .context()
+            .ok_or_else(|| ConnectError::Cuda("no CUDA context".to_owned()))?;
         let mut out = lock(&self.cuda_out);
+        let mut copies = false;
         let stream = match out.as_ref() {
             Some(CudaOut::Wrapped(stream)) => stream.handle(cuda),
             Some(CudaOut::Copied(_)) => 0,
@@ -310,19 +313,23 @@ impl CuframesSrc {
                     handle
                 }
                 _ => {
-                    gst::element_imp_info!(
-                        self,
-                        gst::ResourceError::Settings,
-                        ("GStreamer before 1.24 cannot hand out CUDA memory it did not allocate: each frame is \
-                             copied into GStreamer's CUDA memory (zero-copy needs GStreamer 1.24)")
-                    );
                     *out = Some(CudaOut::Copied(None));
+                    copies = true;
                     0
                 }
             },
         };
+        drop((out, shared));
+        if copies {
+            gst::element_imp_info!(
+                self,
+                gst::ResourceError::Settings,
+                ("GStreamer before 1.24 cannot hand out CUDA memory it did not allocate: each frame is \
+                     copied into GStreamer's CUDA memory (zero-copy needs GStreamer 1.24)")
+            );
+        }
         Ok(CudaBinding {
-            context: context.handle(cuda),
+            context: handle,
             stream,
         })
     }
