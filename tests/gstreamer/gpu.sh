@@ -2,8 +2,10 @@
 # The GStreamer elements on CUDA memory, on the GPU machine (which has no GStreamer
 # and no Rust): Debian trixie's GStreamer 1.26 from .gpu/gstreamer.tar.xz
 # (scripts/gpu/gstreamer.sh stage), the plugin and the CLI built here and staged as
-# .gpu/lib/gstreamer/libgstcuframes.so and .gpu/bin/cuframes (STAGE names another
-# folder than .gpu).
+# .gpu/lib/gstreamer/libgstcuframes.so and .gpu/bin/cuframes, the patched FFmpeg as
+# .gpu/ffmpeg (bin/ffmpeg and the libraries it loads), the copy counter as
+# .gpu/lib/memcpy-count.so and the H.264 clip as .gpu/clips/h264-a53cc.h264 (STAGE
+# names another folder than .gpu).
 #
 #   tests/gstreamer/gpu.sh [TEST...]   from the repository root; logs under $OUT (or a
 #                                      temporary folder)
@@ -13,7 +15,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 STAGE=${STAGE:-.gpu}
 . scripts/gpu/gstreamer.sh env
+. scripts/lib/cupti.sh
 CLI=$PWD/$STAGE/bin/cuframes
+CLIP=$PWD/$STAGE/clips/h264-a53cc.h264
+CLIP_FRAME=$((1280 * 720 * 3 / 2))
+NVDEC=(-hwaccel cuda -hwaccel_output_format cuda -i "$CLIP")
 LOGS=${OUT:-$(mktemp -d)}/gstreamer
 mkdir -p "$LOGS"
 export CUFRAMES_RUNTIME_DIR=$(mktemp -d)
@@ -46,8 +52,35 @@ wait_socket() {
     return 1
 }
 
-same() { # WHAT A B: byte for byte, and not empty
-    cmp "$2" "$3" && [ -s "$2" ] && echo "$1: $(($(stat -c %s "$2") / FRAME)) frames byte for byte"
+same() { # WHAT A B [FRAME_BYTES]: byte for byte, and not empty
+    cmp "$2" "$3" && [ -s "$2" ] && echo "$1: $(($(stat -c %s "$2") / ${4:-$FRAME})) frames byte for byte"
+}
+
+# The staged FFmpeg, with its own libraries rather than GStreamer's.
+ff() {
+    LD_LIBRARY_PATH=$PWD/$STAGE/ffmpeg/lib timeout 120 "$PWD/$STAGE/ffmpeg/bin/ffmpeg" -hide_banner -nostdin \
+        -loglevel error "$@"
+}
+
+# The clip decoded on the CPU: the frames every GPU path must reproduce exactly.
+reference() {
+    [ -s "$LOGS/clip.nv12" ] || ff -i "$CLIP" -f rawvideo -pix_fmt nv12 -y "$LOGS/clip.nv12" || return 1
+    [ -s "$LOGS/clip.md5" ] || ff -i "$CLIP" -pix_fmt nv12 -f framemd5 -y "$LOGS/clip.md5"
+}
+
+hashes() { # FRAMEMD5: the hash column only (timestamps differ by design)
+    awk -F', *' '!/^#/ { print $NF }' "$1"
+}
+
+# FFmpeg decoding on NVDEC and publishing CUDA frames.
+nvdec_publisher() { # KEY SUBSCRIBERS
+    ff "${NVDEC[@]}" -f cuframes -policy strict_wait -wait_subscribers "$2" "$1" 2>"$LOGS/pub-$1.err"
+}
+
+# cuframessrc in CUDA memory, downloaded to NV12 in FILE.
+gst_download() { # KEY FILE
+    timeout 60 gst-launch-1.0 -q cuframessrc key="$1" reconnect=false ! "video/x-raw(memory:CUDAMemory)" ! \
+        cudadownload ! video/x-raw,format=NV12 ! filesink location="$2"
 }
 
 # GStreamer 1.26 loads the plugin (built against 1.22) and has its CUDA elements.
@@ -104,10 +137,85 @@ t_nvh264dec() {
     wait
 }
 
+# FFmpeg's NVDEC decode published, read by cuframessrc as CUDA memory: the CPU's decode.
+t_ffmpeg_to_gstreamer() {
+    reference || return 1
+    nvdec_publisher nvdec 1 &
+    local pub=$!
+    wait_socket nvdec || return 1
+    gst_download nvdec "$LOGS/nvdec.raw" || return 1
+    wait $pub || { cat "$LOGS/pub-nvdec.err"; return 1; }
+    same "FFmpeg NVDEC publisher, GStreamer subscriber" "$LOGS/clip.nv12" "$LOGS/nvdec.raw" $CLIP_FRAME
+}
+
+# GStreamer's NVDEC decode (nvh264dec, CUDA memory) published, read by an FFmpeg
+# subscriber as CUDA frames and downloaded there: the CPU's decode, frame by frame.
+t_gstreamer_to_ffmpeg() {
+    reference || return 1
+    timeout 60 gst-launch-1.0 -q filesrc location="$CLIP" ! h264parse ! nvh264dec ! \
+        "video/x-raw(memory:CUDAMemory)" ! cuframessink key=gdec wait-subscribers=1 policy=strict-wait &
+    local pub=$!
+    wait_socket gdec || return 1
+    "$CLI" inspect gdec | grep -iE "memory|format"
+    "$CLI" inspect gdec | grep -qi "cuda" || { echo "the ring is not in CUDA memory"; return 1; }
+    ff -f cuframes -i gdec -vf hwdownload,format=nv12 -f framemd5 -y "$LOGS/gdec.md5" || return 1
+    wait $pub || return 1
+    hashes "$LOGS/clip.md5" >"$LOGS/clip.hashes"
+    hashes "$LOGS/gdec.md5" >"$LOGS/gdec.hashes"
+    [ -s "$LOGS/clip.hashes" ] && cmp "$LOGS/clip.hashes" "$LOGS/gdec.hashes" &&
+        echo "nvh264dec ! cuframessink, FFmpeg subscriber: $(wc -l <"$LOGS/gdec.hashes") frames, framemd5 equal"
+}
+
+# One NVDEC publisher, a GStreamer and an FFmpeg subscriber at once: both exact.
+t_both_subscribers() {
+    reference || return 1
+    nvdec_publisher both 2 &
+    local pub=$!
+    wait_socket both || return 1
+    gst_download both "$LOGS/both-gst.raw" &
+    local gst=$!
+    ff -f cuframes -i both -vf hwdownload,format=nv12 -f rawvideo -y "$LOGS/both-ff.raw" || return 1
+    wait $gst || return 1
+    wait $pub || return 1
+    same "GStreamer subscriber" "$LOGS/clip.nv12" "$LOGS/both-gst.raw" $CLIP_FRAME &&
+        same "FFmpeg subscriber beside it" "$LOGS/clip.nv12" "$LOGS/both-ff.raw" $CLIP_FRAME
+}
+
+# Zero copy, shown two ways on cuframessrc ! fakesink: what downstream maps is the
+# slot's own address (the element's debug log, every frame), and CUPTI counts no
+# memory copy in the GStreamer process (scripts/gpu/memcpy-count.c).
+t_zero_copy() {
+    local counter=$PWD/$STAGE/lib/memcpy-count.so cupti
+    cupti=$(find_cupti)
+    [ -r "$counter" ] && [ -n "$cupti" ] || { echo "no copy counter or no CUPTI here"; return 1; }
+    nvdec_publisher zc 1 &
+    local pub=$!
+    wait_socket zc || return 1
+    rm -f "$LOGS/zc.count"
+    GST_DEBUG=cuframessrc:5 CUDA_INJECTION64_PATH=$counter CUFRAMES_CUPTI=$cupti CUFRAMES_MEMCPY_LOG=$LOGS/zc.count \
+        timeout 60 gst-launch-1.0 cuframessrc key=zc reconnect=false ! fakesink 2>"$LOGS/zc.debug" || return 1
+    wait $pub || return 1
+    cat "$LOGS/zc.count"
+    grep -m3 "downstream maps" "$LOGS/zc.debug"
+    grep -m1 "ended:" "$LOGS/zc.debug"
+    local frames in_place
+    frames=$(grep -c "downstream maps" "$LOGS/zc.debug")
+    in_place=$(grep -E "in slot [0-9]+ at (0x[0-9a-f]+): downstream maps \1$" -c "$LOGS/zc.debug")
+    echo "frames handed out: $frames, mapped in place: $in_place"
+    [ "$frames" -gt 0 ] && [ "$frames" = "$in_place" ] || return 1
+    # Every process counted (a line each), none with an error or a copy.
+    grep -q "^memcpy-count pid=[0-9]* HtoD=" "$LOGS/zc.count" &&
+        ! grep -qE "error=|(HtoD|DtoH|DtoD|PtoP|other)=[1-9]" "$LOGS/zc.count"
+}
+
 SELECTED=("$@")
 check loads t_loads
 check cuda_publisher t_cuda_publisher
 check cuda_sink t_cuda_sink
 check nvh264dec t_nvh264dec
+check ffmpeg_to_gstreamer t_ffmpeg_to_gstreamer
+check gstreamer_to_ffmpeg t_gstreamer_to_ffmpeg
+check both_subscribers t_both_subscribers
+check zero_copy t_zero_copy
 echo "GStreamer GPU: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

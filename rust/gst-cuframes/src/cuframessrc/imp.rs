@@ -342,7 +342,23 @@ impl CuframesSrc {
         let context: &SharedContext = shared.context().ok_or("no CUDA context")?;
         let mut out = lock(&self.cuda_out);
         match out.as_mut().ok_or("no CUDA output chosen")? {
-            CudaOut::Wrapped(stream) => crate::cuda::wrap_lease(cuda, context, stream, lease, info.format()),
+            CudaOut::Wrapped(stream) => {
+                let (seq, slot, copy) = (lease.seq(), lease.slot(), lease.is_copy());
+                let address = crate::cuda::device_planes(&lease)?[0].0;
+                let buffer = crate::cuda::wrap_lease(cuda, context, stream, lease, info.format())?;
+                if CAT.threshold() >= gst::DebugLevel::Debug {
+                    // The zero-copy evidence: what downstream maps is the slot.
+                    let mapped = DeviceFrame::map(cuda, buffer.as_ref(), info, false)?.map(|f| f.plane(0).0);
+                    gst::debug!(
+                        CAT,
+                        imp = self,
+                        "frame seq {seq} in {} {slot} at {address:#x}: downstream maps {}",
+                        if copy { "private copy of slot" } else { "slot" },
+                        mapped.map_or("no CUDA memory".to_owned(), |m| format!("{m:#x}"))
+                    );
+                }
+                Ok(buffer)
+            }
             CudaOut::Copied(pool) => {
                 if pool.is_none() {
                     let caps = info.to_caps().map_err(|e| format!("no caps: {e}"))?;
@@ -518,10 +534,11 @@ impl CuframesSrc {
             gst::info!(
                 CAT,
                 imp = self,
-                "'{}' ended: {} frames received, {} lost",
+                "'{}' ended: {} frames received, {} lost, {} copied",
                 state.settings.key(),
                 received,
-                dropped
+                dropped,
+                s.get::<u64>("copied").unwrap_or(0)
             );
         }
     }
