@@ -27,26 +27,6 @@
 #include <stdbool.h>
 
 /**
- * Bytes of side data one frame carries at most (8 per entry included).
- */
-#define CUFRAMES_SIDE_DATA_CAPACITY 4096
-
-/**
- * `cuframes_frame_props.flags`: a key frame.
- */
-#define CUFRAMES_PROPS_KEY_FRAME 1
-
-/**
- * `cuframes_frame_props.flags`: interlaced content.
- */
-#define CUFRAMES_PROPS_INTERLACED 2
-
-/**
- * `cuframes_frame_props.flags`: interlaced, top field first.
- */
-#define CUFRAMES_PROPS_TOP_FIELD_FIRST 4
-
-/**
  * Most planes a frame has (the size of the per-plane arrays).
  */
 #define CUFRAMES_MAX_PLANES 4
@@ -71,6 +51,26 @@
  * Strict-wait's start-up time by default (also when `startup_timeout_ms` is 0), ms.
  */
 #define CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS 10000
+
+/**
+ * Bytes of side data one frame carries at most (8 per entry included).
+ */
+#define CUFRAMES_SIDE_DATA_CAPACITY 4096
+
+/**
+ * `cuframes_frame_props.flags`: a key frame.
+ */
+#define CUFRAMES_PROPS_KEY_FRAME 1
+
+/**
+ * `cuframes_frame_props.flags`: interlaced content.
+ */
+#define CUFRAMES_PROPS_INTERLACED 2
+
+/**
+ * `cuframes_frame_props.flags`: interlaced, top field first.
+ */
+#define CUFRAMES_PROPS_TOP_FIELD_FIRST 4
 
 /**
  * Bytes of `cuframes_key_info.key`: a 63-byte key and its NUL.
@@ -928,6 +928,39 @@ typedef struct cuframes_key_info {
 #define CUFRAMES_POLICY_STRICT_WAIT 1
 
 /**
+ * Requests: FD where the GPU and driver support it, else IPC. In stream
+ * info: the frames are not in CUDA memory.
+ */
+#define CUFRAMES_CUDA_SHARE_AUTO 0
+
+/**
+ * Slots exported as file descriptors and sent over the control socket:
+ * subscribers in other containers need only the runtime directory.
+ */
+#define CUFRAMES_CUDA_SHARE_FD 1
+
+/**
+ * Legacy CUDA IPC handles (what protocol-v1 subscribers read): subscribers
+ * must share the publisher's PID namespace.
+ */
+#define CUFRAMES_CUDA_SHARE_IPC 2
+
+/**
+ * Only this user's and root's (the default; 0 in a zeroed config).
+ */
+#define CUFRAMES_V1_PEERS_SAME_USER 0
+
+/**
+ * None: every subscriber ACKs in an area of its own.
+ */
+#define CUFRAMES_V1_PEERS_REFUSE 1
+
+/**
+ * Every admitted peer; with a group, the shared header becomes 0660.
+ */
+#define CUFRAMES_V1_PEERS_ALLOW 2
+
+/**
  * Every frame, in order; frames the ring lost are counted as dropped.
  */
 #define CUFRAMES_MODE_SEQUENTIAL 0
@@ -989,39 +1022,6 @@ typedef struct cuframes_key_info {
  * HDR10+ dynamic metadata as its ITU-T T.35 message (SMPTE ST 2094-40).
  */
 #define CUFRAMES_SIDE_DATA_HDR10_PLUS 6
-
-/**
- * Requests: FD where the GPU and driver support it, else IPC. In stream
- * info: the frames are not in CUDA memory.
- */
-#define CUFRAMES_CUDA_SHARE_AUTO 0
-
-/**
- * Slots exported as file descriptors and sent over the control socket:
- * subscribers in other containers need only the runtime directory.
- */
-#define CUFRAMES_CUDA_SHARE_FD 1
-
-/**
- * Legacy CUDA IPC handles (what protocol-v1 subscribers read): subscribers
- * must share the publisher's PID namespace.
- */
-#define CUFRAMES_CUDA_SHARE_IPC 2
-
-/**
- * Only this user's and root's (the default; 0 in a zeroed config).
- */
-#define CUFRAMES_V1_PEERS_SAME_USER 0
-
-/**
- * None: every subscriber ACKs in an area of its own.
- */
-#define CUFRAMES_V1_PEERS_REFUSE 1
-
-/**
- * Every admitted peer; with a group, the shared header becomes 0660.
- */
-#define CUFRAMES_V1_PEERS_ALLOW 2
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,12 +1,13 @@
-//! Checked conversions of what C hands in: pointers to objects and strings.
-//! Each turns NULL (and a misaligned pointer) into `INVALID_ARGUMENT` naming
-//! the argument, so exports never dereference one.
+//! Checked conversions of what C hands in: pointers to objects and strings
+//! (and a config's CUDA handles). Each turns NULL (and a misaligned pointer)
+//! into `INVALID_ARGUMENT` naming the argument, so exports never dereference
+//! one.
 
-use std::ffi::{CStr, c_char};
+use std::ffi::{CStr, c_char, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use cuframes::Result;
+use cuframes::{CudaBinding, Result};
 
 use crate::error::invalid;
 
@@ -126,4 +127,13 @@ pub(crate) unsafe fn optional_str<'a>(ptr: *const c_char, what: &str) -> Result<
 pub(crate) unsafe fn optional_path(ptr: *const c_char) -> Option<PathBuf> {
     // SAFETY: forwarded from this function's contract.
     unsafe { opt_cstr(ptr) }.map(|text| PathBuf::from(std::ffi::OsStr::from_bytes(text.to_bytes())))
+}
+
+/// A config's CUDA context and stream (`CUcontext`, `CUstream`; NULL = the
+/// current context, the default stream): None when both are NULL.
+pub(crate) fn cuda_binding(context: *mut c_void, stream: *mut c_void) -> Option<CudaBinding> {
+    (!context.is_null() || !stream.is_null()).then_some(CudaBinding {
+        context: context as usize,
+        stream: stream as usize,
+    })
 }

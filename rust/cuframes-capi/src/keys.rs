@@ -7,8 +7,8 @@ use std::mem::offset_of;
 use crate::error::{CUFRAMES_OK, cuframes_status};
 use crate::ffi::{check_out, optional_path};
 use crate::log::{ObjectLog, cuframes_log_callback};
-use crate::sized;
-use crate::types::{cuframes_stream_info, stream_info_to_c};
+use crate::sized::{self, Growable};
+use crate::stream::{cuframes_stream_info, stream_info_to_c};
 
 /// Bytes of `cuframes_key_info.key`: a 63-byte key and its NUL.
 pub const CUFRAMES_KEY_BYTES: usize = 64;
@@ -28,6 +28,27 @@ pub struct cuframes_key_info {
     /// when the shared header could not be read (its fields validated, like
     /// a subscriber's).
     pub info: cuframes_stream_info,
+}
+
+/// `cuframes_key_info` ends with a `cuframes_stream_info` and grows only
+/// through it: its layouts are the stream info's, after the key.
+const KEY_INFO_SIZES: [usize; <cuframes_stream_info as Growable>::SIZES.len()] = {
+    let stream = <cuframes_stream_info as Growable>::SIZES;
+    let mut sizes = [0; <cuframes_stream_info as Growable>::SIZES.len()];
+    let mut i = 0;
+    while i < sizes.len() {
+        sizes[i] = offset_of!(cuframes_key_info, info) + stream[i];
+        i += 1;
+    }
+    sizes
+};
+
+// SAFETY: repr(C), `struct_size: u32` first, a byte array and a
+// cuframes_stream_info (itself Growable), no tail padding
+// (tests::growable_layouts).
+unsafe impl Growable for cuframes_key_info {
+    const NAME: &'static str = "cuframes_key_info";
+    const SIZES: &'static [usize] = &KEY_INFO_SIZES;
 }
 
 /// The keys with a live publisher whose socket is in `runtime_dir` (NULL: as a
@@ -147,4 +168,22 @@ unsafe fn list_keys(
     // SAFETY: checked above; writable by the caller's contract.
     unsafe { count_out.write(count) };
     CUFRAMES_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sized::assert_growable;
+
+    #[test]
+    fn growable_layouts() {
+        assert_growable::<cuframes_key_info>(
+            offset_of!(cuframes_key_info, struct_size),
+            offset_of!(cuframes_key_info, info) + size_of::<cuframes_stream_info>(),
+        );
+        // The first layout on LP64 (x86_64, aarch64): it never changes
+        // (tests/c/abi/cuframes-0.2.0.h has it too).
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(<cuframes_key_info as Growable>::SIZES[0], 160);
+    }
 }

@@ -2,8 +2,8 @@
 //! caller needs to allocate its own slots.
 
 use crate::error::{CUFRAMES_OK, cuframes_status};
-use crate::sized;
-use crate::types::{CUFRAMES_MAX_PLANES, cuframes_format, format_from_c};
+use crate::sized::{self, Growable};
+use crate::stream::{CUFRAMES_MAX_PLANES, cuframes_format, format_from_c};
 
 /// Where each plane lies in one slot, as a publisher lays it out (pitches
 /// aligned to 256 bytes, planes back to back).
@@ -25,6 +25,14 @@ pub struct cuframes_frame_layout {
     pub rows: [u32; CUFRAMES_MAX_PLANES],
     /// Bytes of one frame: the least each slot must hold.
     pub frame_size: usize,
+}
+
+// SAFETY: repr(C), `struct_size: u32` first, integer fields only, no tail
+// padding (tests::growable_layouts).
+unsafe impl Growable for cuframes_frame_layout {
+    const NAME: &'static str = "cuframes_frame_layout";
+    // One published layout so far: struct_size is new in 0.2.0.
+    const SIZES: &'static [usize] = &[size_of::<cuframes_frame_layout>()];
 }
 
 /// The slot layout a publisher of `format`, `width` x `height` uses:
@@ -67,4 +75,24 @@ pub unsafe extern "C" fn cuframes_frame_layout_get(
         unsafe { sized::write_out(layout_out, size, out) };
         CUFRAMES_OK
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::offset_of;
+
+    use super::*;
+    use crate::sized::assert_growable;
+
+    #[test]
+    fn growable_layouts() {
+        assert_growable::<cuframes_frame_layout>(
+            offset_of!(cuframes_frame_layout, struct_size),
+            offset_of!(cuframes_frame_layout, frame_size) + size_of::<usize>(),
+        );
+        // The first layout on LP64 (x86_64, aarch64): it never changes
+        // (tests/c/abi/cuframes-0.2.0.h has it too).
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(<cuframes_frame_layout as Growable>::SIZES[0], 128);
+    }
 }

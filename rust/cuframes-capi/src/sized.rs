@@ -21,19 +21,17 @@
 //!
 //! A `struct_size` of 0, smaller than the struct's first layout, between two
 //! published layouts, or above [`STRUCT_SIZE_MAX`] is `INVALID_ARGUMENT`.
+//!
+//! Generic over [`Growable`], knowing no struct of the API: each struct's
+//! module implements it next to the struct (its published layouts,
+//! `SIZES`) and checks it with `assert_growable` in its tests.
 
-use std::mem::{MaybeUninit, offset_of, size_of};
+use std::mem::{MaybeUninit, size_of};
 
 use cuframes::Result;
 
-use crate::config::{cuframes_publisher_config, cuframes_subscriber_config};
 use crate::error::invalid;
 use crate::ffi::check_out;
-use crate::frame::cuframes_frame_info;
-use crate::keys::cuframes_key_info;
-use crate::layout::cuframes_frame_layout;
-use crate::subscriber::cuframes_subscriber_stats;
-use crate::types::{cuframes_frame_props, cuframes_slot, cuframes_stream_info};
 
 /// The largest `struct_size` accepted: far beyond any struct of the API, so
 /// a larger one is an unset field, not a struct (and a newer struct's
@@ -49,8 +47,8 @@ pub(crate) const STRUCT_SIZE_MAX: usize = 4096;
 /// function pointers, arrays of them: bytes copied from C make a valid
 /// value), and the last field ends at
 /// `size_of::<Self>()`: no tail padding, so that a field appended later lies
-/// past the old size and never in its padding (the test
-/// `no_struct_has_tail_padding` checks each one).
+/// past the old size and never in its padding (the struct's module tests
+/// it with `assert_growable`).
 pub(crate) unsafe trait Growable: Copy {
     /// The C name, for messages.
     const NAME: &'static str;
@@ -59,69 +57,6 @@ pub(crate) unsafe trait Growable: Copy {
     /// size is `offset_of!(Self, first new field)`: insert it before
     /// `size_of::<Self>()`, and never remove one.
     const SIZES: &'static [usize];
-}
-
-macro_rules! growable {
-    ($($t:ident),* $(,)?) => {$(
-        // SAFETY: repr(C), `struct_size: u32` first, integer and raw-pointer
-        // fields only, no tail padding (tests::no_struct_has_tail_padding).
-        unsafe impl Growable for $t {
-            const NAME: &'static str = stringify!($t);
-            // One published layout so far: struct_size is new in 0.2.0.
-            const SIZES: &'static [usize] = &[size_of::<$t>()];
-        }
-    )*};
-}
-
-growable!(
-    cuframes_stream_info,
-    cuframes_slot,
-    cuframes_frame_props,
-    cuframes_subscriber_stats,
-    cuframes_frame_info,
-    cuframes_frame_layout,
-);
-
-// SAFETY: repr(C), `struct_size: u32` first, integer, raw-pointer and
-// optional function-pointer fields (any bit pattern: NULL is None, anything
-// else a function the caller vouches for), no tail padding (tested).
-unsafe impl Growable for cuframes_publisher_config {
-    const NAME: &'static str = "cuframes_publisher_config";
-    // 0.2.0; 0.3 appended log_callback and log_opaque.
-    const SIZES: &'static [usize] = &[
-        offset_of!(cuframes_publisher_config, log_callback),
-        size_of::<cuframes_publisher_config>(),
-    ];
-}
-
-// SAFETY: as for cuframes_publisher_config.
-unsafe impl Growable for cuframes_subscriber_config {
-    const NAME: &'static str = "cuframes_subscriber_config";
-    // 0.2.0; 0.3 appended log_callback and log_opaque.
-    const SIZES: &'static [usize] = &[
-        offset_of!(cuframes_subscriber_config, log_callback),
-        size_of::<cuframes_subscriber_config>(),
-    ];
-}
-
-/// `cuframes_key_info` ends with a `cuframes_stream_info` and grows only
-/// through it: its layouts are the stream info's, after the key.
-const KEY_INFO_SIZES: [usize; <cuframes_stream_info as Growable>::SIZES.len()] = {
-    let stream = <cuframes_stream_info as Growable>::SIZES;
-    let mut sizes = [0; <cuframes_stream_info as Growable>::SIZES.len()];
-    let mut i = 0;
-    while i < sizes.len() {
-        sizes[i] = std::mem::offset_of!(cuframes_key_info, info) + stream[i];
-        i += 1;
-    }
-    sizes
-};
-
-// SAFETY: repr(C), `struct_size: u32` first, a byte array and a
-// cuframes_stream_info (itself Growable), no tail padding (tested).
-unsafe impl Growable for cuframes_key_info {
-    const NAME: &'static str = "cuframes_key_info";
-    const SIZES: &'static [usize] = &KEY_INFO_SIZES;
 }
 
 /// Sets the `struct_size` of a value.
@@ -268,6 +203,27 @@ pub(crate) unsafe fn init<T: Growable>(ptr: *mut T, size: usize, what: &str, mut
         std::ptr::write_bytes(ptr.cast::<u8>().add(count), 0, size - count);
     }
     Ok(())
+}
+
+/// What [`Growable`] promises of `T`, for the tests of the struct's module:
+/// `struct_size` first (`struct_size_at`, its `offset_of!`, is 0), no tail
+/// padding (`last_field_end`, the `offset_of!` of the last field plus its
+/// size, is the struct's size), and `SIZES` sorted, the newest layout last.
+#[cfg(test)]
+pub(crate) fn assert_growable<T: Growable>(struct_size_at: usize, last_field_end: usize) {
+    let name = T::NAME;
+    assert_eq!(struct_size_at, 0, "{name}: struct_size is not its first field");
+    assert_eq!(
+        last_field_end,
+        size_of::<T>(),
+        "{name}: tail padding after its last field"
+    );
+    assert_eq!(
+        T::SIZES.last(),
+        Some(&size_of::<T>()),
+        "{name}: SIZES must end at its size"
+    );
+    assert!(T::SIZES.is_sorted(), "{name}: SIZES must be oldest first");
 }
 
 #[cfg(test)]
@@ -461,59 +417,11 @@ mod tests {
         assert_eq!(newer.d, 0);
     }
 
-    /// A field appended later must lie past every older size: the last
-    /// field of each struct ends at its size, which is its newest published
-    /// layout.
     #[test]
-    fn no_struct_has_tail_padding() {
-        macro_rules! ends_at_size {
-            ($t:ty, $last:ident, $last_ty:ty) => {
-                assert_eq!(
-                    offset_of!($t, $last) + size_of::<$last_ty>(),
-                    size_of::<$t>(),
-                    "{}: tail padding after {}",
-                    stringify!($t),
-                    stringify!($last)
-                );
-                assert_eq!(offset_of!($t, struct_size), 0);
-                assert_eq!(<$t as Growable>::SIZES.last(), Some(&size_of::<$t>()));
-                assert!(<$t as Growable>::SIZES.is_sorted());
-            };
-        }
-        ends_at_size!(cuframes_publisher_config, log_opaque, *mut std::ffi::c_void);
-        ends_at_size!(cuframes_subscriber_config, log_opaque, *mut std::ffi::c_void);
-        ends_at_size!(cuframes_stream_info, reserved, u32);
-        ends_at_size!(cuframes_slot, pitches, [usize; 4]);
-        ends_at_size!(cuframes_frame_props, duration_ns, i64);
-        ends_at_size!(cuframes_subscriber_stats, queued, u64);
-        ends_at_size!(cuframes_frame_info, lost_before, u64);
-        ends_at_size!(cuframes_frame_layout, frame_size, usize);
-        ends_at_size!(cuframes_key_info, info, cuframes_stream_info);
-    }
-
-    /// The first layouts' sizes on LP64 (x86_64, aarch64), the oldest
-    /// struct_size each struct accepts: they never change (the frozen header
-    /// tests/c/abi/cuframes-0.2.0.h has them too). The present sizes are
-    /// what the Python bindings check.
-    #[test]
-    #[cfg(target_pointer_width = "64")]
-    fn first_layout_sizes_on_lp64() {
-        macro_rules! first {
-            ($t:ty, $size:expr) => {
-                assert_eq!(<$t as Growable>::SIZES[0], $size, "{}", stringify!($t));
-            };
-        }
-        first!(cuframes_publisher_config, 112);
-        first!(cuframes_subscriber_config, 72);
-        first!(cuframes_stream_info, 88);
-        first!(cuframes_slot, 80);
-        first!(cuframes_frame_props, 32);
-        first!(cuframes_subscriber_stats, 64);
-        first!(cuframes_frame_info, 176);
-        first!(cuframes_frame_layout, 128);
-        first!(cuframes_key_info, 160);
-        // The configs' second layouts (0.3: the log callback appended).
-        assert_eq!(size_of::<cuframes_publisher_config>(), 128);
-        assert_eq!(size_of::<cuframes_subscriber_config>(), 88);
+    fn the_toy_keeps_the_promises() {
+        assert_growable::<Toy>(
+            offset_of!(Toy, struct_size),
+            offset_of!(Toy, c) + size_of::<u64>(),
+        );
     }
 }

@@ -1,16 +1,191 @@
 //! `cuframes_subscriber`: a connection to a publisher, handing out frames.
+//!
+//! Here with its config (`cuframes_subscriber_config`: its defaults and the
+//! checks `_create` makes of it), the enumerations only it takes
+//! (`cuframes_subscriber_mode`, `cuframes_copy_mode`), and its counters
+//! (`cuframes_subscriber_stats`). Zero-initialised config fields mean the
+//! same defaults, except `key`; `_create` reads the config by its
+//! `struct_size` (`sized.rs`).
 
+use std::ffi::{c_char, c_void};
+use std::mem::offset_of;
 use std::time::Duration;
 
-use cuframes::{ErrorKind, Subscriber};
+use cuframes::protocol::MAX_NAME_BYTES;
+use cuframes::{CopyMode, ErrorKind, Result, Subscriber, SubscriberConfig, SubscriberMode};
 
-use crate::config::cuframes_subscriber_config;
-use crate::error::{CUFRAMES_OK, cuframes_status};
-use crate::ffi::{check_out, try_mut, try_ref, write_out};
+use crate::error::{CUFRAMES_OK, cuframes_status, invalid};
+use crate::ffi::{
+    check_out, cuda_binding, optional_path, optional_str, required_str, try_mut, try_ref, write_out,
+};
 use crate::frame::cuframes_frame;
-use crate::log::{ObjectLog, scoped};
-use crate::sized;
-use crate::types::{cuframes_stream_info, stream_info_to_c};
+use crate::log::{ObjectLog, cuframes_log_callback, scoped};
+use crate::sized::{self, Growable};
+use crate::stream::{cuframes_stream_info, stream_info_to_c};
+
+/// Which frames a subscriber receives (`CUFRAMES_MODE_*`).
+pub type cuframes_subscriber_mode = u32;
+/// Every frame, in order; frames the ring lost are counted as dropped.
+pub const CUFRAMES_MODE_SEQUENTIAL: cuframes_subscriber_mode = 0;
+/// Always the newest frame; older unread frames are skipped and counted as dropped.
+pub const CUFRAMES_MODE_LATEST: cuframes_subscriber_mode = 1;
+
+/// Whether a subscriber hands out the shared slots or private copies
+/// (`CUFRAMES_COPY_*`; docs/c-api.md, "Holding frames").
+pub type cuframes_copy_mode = u32;
+/// Always the shared slot itself. Holding frames holds slots: under
+/// STRICT_WAIT the publisher waits once none is free, and drops the
+/// subscriber after its ACK timeout; under DROP_OLDEST a held frame may be
+/// overwritten (`cuframes_frame_is_intact`).
+pub const CUFRAMES_COPY_NEVER: cuframes_copy_mode = 0;
+/// The shared slot while holding it leaves half the ring (at least one
+/// slot) free of holds, else a private copy (the slot released at once);
+/// under DROP_OLDEST always a copy. Never stalls the publisher, never tears
+/// a frame.
+pub const CUFRAMES_COPY_AUTO: cuframes_copy_mode = 1;
+/// Always a private copy; the slot is released at once.
+pub const CUFRAMES_COPY_ALWAYS: cuframes_copy_mode = 2;
+
+/// Handshake bound used when `connect_timeout_ms` is 0: the library's
+/// default (`SubscriberConfig::new`; a test keeps them equal).
+const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 30000;
+
+/// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
+/// set at least `key`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct cuframes_subscriber_config {
+    /// `sizeof(cuframes_subscriber_config)` of the caller's header, set by
+    /// `cuframes_subscriber_config_init` (docs/c-api.md, "ABI policy").
+    pub struct_size: u32,
+    /// The publisher's key. Required.
+    pub key: *const c_char,
+    /// Shown to the publisher and by `cuframes inspect`, at most 31 bytes;
+    /// NULL = "sub-<pid>".
+    pub name: *const c_char,
+    /// Frame selection; init: CUFRAMES_MODE_SEQUENTIAL.
+    pub mode: cuframes_subscriber_mode,
+    /// Bound on the whole handshake (CUDA memory: making the CUDA context
+    /// and mapping the slots included); init: 30000 (0 = 30000).
+    pub connect_timeout_ms: u32,
+    /// CUcontext frames are mapped in (CUDA memory only); NULL = current.
+    pub cuda_context: *mut c_void,
+    /// CUstream waits are ordered on (CUDA memory only); NULL = default.
+    pub cuda_stream: *mut c_void,
+    /// CUDA device ordinal told to the publisher; init: -1 (none).
+    pub cuda_device: i32,
+    /// Where to find the key's socket; as for the publisher.
+    pub runtime_dir: *const c_char,
+    /// Shared slots or private copies; init: CUFRAMES_COPY_NEVER.
+    pub copy: cuframes_copy_mode,
+    /// Read-ahead, under DROP_OLDEST: a library thread takes frames as they
+    /// are published and queues up to this many for
+    /// `cuframes_subscriber_next`, so a consumer that is starting or briefly
+    /// slow loses nothing (use it with CUFRAMES_COPY_AUTO). init: 0 = no
+    /// thread. Ignored under STRICT_WAIT (the publisher waits instead).
+    pub read_ahead: u32,
+    /// Where this subscriber's messages go (from its calls and its
+    /// read-ahead thread), with `log_opaque`; never called once
+    /// `cuframes_subscriber_destroy` has returned (messages of its frames go
+    /// to the process's sink). init: NULL = the process's sink. New in 0.3:
+    /// older callers' smaller struct_size means NULL.
+    pub log_callback: cuframes_log_callback,
+    /// Passed to `log_callback` as it is.
+    pub log_opaque: *mut c_void,
+}
+
+// SAFETY: repr(C), `struct_size: u32` first, integer, raw-pointer and
+// optional function-pointer fields (any bit pattern: NULL is None, anything
+// else a function the caller vouches for), no tail padding
+// (tests::growable_layouts).
+unsafe impl Growable for cuframes_subscriber_config {
+    const NAME: &'static str = "cuframes_subscriber_config";
+    // 0.2.0; 0.3 appended log_callback and log_opaque.
+    const SIZES: &'static [usize] = &[
+        offset_of!(cuframes_subscriber_config, log_callback),
+        size_of::<cuframes_subscriber_config>(),
+    ];
+}
+
+impl cuframes_subscriber_config {
+    pub(crate) fn initial() -> cuframes_subscriber_config {
+        cuframes_subscriber_config {
+            struct_size: size_of::<cuframes_subscriber_config>() as u32,
+            key: std::ptr::null(),
+            name: std::ptr::null(),
+            mode: CUFRAMES_MODE_SEQUENTIAL,
+            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            cuda_context: std::ptr::null_mut(),
+            cuda_stream: std::ptr::null_mut(),
+            cuda_device: -1,
+            runtime_dir: std::ptr::null(),
+            copy: CUFRAMES_COPY_NEVER,
+            read_ahead: 0,
+            log_callback: None,
+            log_opaque: std::ptr::null_mut(),
+        }
+    }
+
+    /// This subscriber's own log callback, if it names one.
+    pub(crate) fn object_log(&self) -> Option<ObjectLog> {
+        ObjectLog::new(self.log_callback, self.log_opaque)
+    }
+
+    /// The library's config, after checking every field.
+    ///
+    /// # Safety
+    ///
+    /// `key`, `name` and `runtime_dir` are NULL or NUL-terminated strings.
+    pub(crate) unsafe fn checked(&self) -> Result<SubscriberConfig> {
+        // SAFETY: by this function's contract.
+        let key = unsafe { required_str(self.key, "config.key") }?;
+        cuframes::validate_key(key)?;
+        let mut config = SubscriberConfig::new(key);
+        // SAFETY: by this function's contract.
+        if let Some(name) = unsafe { optional_str(self.name, "config.name") }? {
+            if name.len() > MAX_NAME_BYTES {
+                return Err(invalid(format!(
+                    "config.name {name:?} is {} bytes; at most {MAX_NAME_BYTES}",
+                    name.len()
+                )));
+            }
+            config.name = name.to_owned();
+        }
+        config.mode = mode_from_c(self.mode, "config.mode")?;
+        config.connect_timeout = Duration::from_millis(match self.connect_timeout_ms {
+            0 => DEFAULT_CONNECT_TIMEOUT_MS,
+            ms => ms,
+        } as u64);
+        config.cuda = cuda_binding(self.cuda_context, self.cuda_stream);
+        config.cuda_device = self.cuda_device;
+        // SAFETY: by this function's contract.
+        config.runtime_dir = unsafe { optional_path(self.runtime_dir) };
+        config.copy = copy_from_c(self.copy, "config.copy")?;
+        config.read_ahead = self.read_ahead as usize;
+        Ok(config)
+    }
+}
+
+fn mode_from_c(value: cuframes_subscriber_mode, what: &str) -> Result<SubscriberMode> {
+    match value {
+        CUFRAMES_MODE_SEQUENTIAL => Ok(SubscriberMode::Sequential),
+        CUFRAMES_MODE_LATEST => Ok(SubscriberMode::Latest),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_subscriber_mode (0 SEQUENTIAL, 1 LATEST)"
+        ))),
+    }
+}
+
+fn copy_from_c(value: cuframes_copy_mode, what: &str) -> Result<CopyMode> {
+    match value {
+        CUFRAMES_COPY_NEVER => Ok(CopyMode::Never),
+        CUFRAMES_COPY_AUTO => Ok(CopyMode::Auto),
+        CUFRAMES_COPY_ALWAYS => Ok(CopyMode::Always),
+        _ => Err(invalid(format!(
+            "{what} {value} is not a cuframes_copy_mode (0 NEVER, 1 AUTO, 2 ALWAYS)"
+        ))),
+    }
+}
 
 /// A subscriber (opaque). Made by `cuframes_subscriber_create`, freed by
 /// `cuframes_subscriber_destroy`. Use it from one thread at a time; the
@@ -45,6 +220,14 @@ pub struct cuframes_subscriber_stats {
     pub torn: u64,
     /// Frames read ahead and not yet handed out (0 without read-ahead).
     pub queued: u64,
+}
+
+// SAFETY: repr(C), `struct_size: u32` first, integer fields only, no tail
+// padding (tests::growable_layouts).
+unsafe impl Growable for cuframes_subscriber_stats {
+    const NAME: &'static str = "cuframes_subscriber_stats";
+    // One published layout so far: struct_size is new in 0.2.0.
+    const SIZES: &'static [usize] = &[size_of::<cuframes_subscriber_stats>()];
 }
 
 /// Fills `config`, a struct of `size` bytes, with the defaults:
@@ -267,4 +450,51 @@ pub unsafe extern "C" fn cuframes_subscriber_destroy(subscriber: *mut cuframes_s
             drop(log);
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::offset_of;
+
+    use super::*;
+    use crate::sized::assert_growable;
+
+    #[test]
+    fn enumerations_match_the_contract() {
+        assert!(mode_from_c(2, "m").is_err());
+        assert_eq!(copy_from_c(CUFRAMES_COPY_AUTO, "c").unwrap(), CopyMode::Auto);
+        assert_eq!(copy_from_c(CUFRAMES_COPY_ALWAYS, "c").unwrap(), CopyMode::Always);
+        assert!(copy_from_c(3, "c").is_err());
+        assert_eq!(mode_from_c(1, "m").unwrap(), SubscriberMode::Latest);
+    }
+
+    /// The library's own default, which the C default states as a number.
+    #[test]
+    fn connect_timeout_default_is_the_librarys() {
+        assert_eq!(
+            u128::from(DEFAULT_CONNECT_TIMEOUT_MS),
+            SubscriberConfig::new("k").connect_timeout.as_millis()
+        );
+    }
+
+    #[test]
+    fn growable_layouts() {
+        assert_growable::<cuframes_subscriber_config>(
+            offset_of!(cuframes_subscriber_config, struct_size),
+            offset_of!(cuframes_subscriber_config, log_opaque) + size_of::<*mut c_void>(),
+        );
+        assert_growable::<cuframes_subscriber_stats>(
+            offset_of!(cuframes_subscriber_stats, struct_size),
+            offset_of!(cuframes_subscriber_stats, queued) + size_of::<u64>(),
+        );
+        // The sizes on LP64 (x86_64, aarch64): the first layouts never change
+        // (tests/c/abi/cuframes-0.2.0.h has them too); 0.3 appended the
+        // config's log_callback and log_opaque.
+        #[cfg(target_pointer_width = "64")]
+        {
+            assert_eq!(<cuframes_subscriber_config as Growable>::SIZES[0], 72);
+            assert_eq!(<cuframes_subscriber_stats as Growable>::SIZES[0], 64);
+            assert_eq!(size_of::<cuframes_subscriber_config>(), 88);
+        }
+    }
 }
