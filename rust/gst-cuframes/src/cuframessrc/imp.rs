@@ -31,6 +31,14 @@ static CAT: LazyLock<gst::DebugCategory> = LazyLock::new(|| {
     )
 });
 
+/// Reference timestamps on every buffer: the publisher's own PTS (the stream's
+/// time base), and when it published the frame (CLOCK_MONOTONIC, the clock
+/// every process on the host shares: publish-to-arrival latency).
+static PUBLISHER_PTS: LazyLock<gst::Caps> =
+    LazyLock::new(|| gst::Caps::new_empty_simple("timestamp/x-cuframes-pts"));
+static PUBLISHED_AT: LazyLock<gst::Caps> =
+    LazyLock::new(|| gst::Caps::new_empty_simple("timestamp/x-cuframes-published"));
+
 // Defaults: those of `cuframes subscribe`.
 const DEFAULT_WAIT_TIMEOUT_MS: i64 = 0;
 const DEFAULT_TIMEOUT_MS: i64 = 5000;
@@ -878,6 +886,7 @@ impl PushSrcImpl for CuframesSrc {
                     let lost = lease.lost_before();
                     let info = state.info.clone().ok_or(gst::FlowError::NotNegotiated)?;
                     let seq = lease.seq();
+                    let (pts_ns, published_ns) = (lease.pts_ns(), lease.publish_mono_ns());
                     let (copied, intact) = if lease.memory() == MemoryKind::Cuda {
                         // Held by the buffer until downstream frees it.
                         (self.cuda_buffer(lease, &info), true)
@@ -910,6 +919,20 @@ impl PushSrcImpl for CuframesSrc {
                         );
                     }
                     buf.set_offset(seq);
+                    if let Ok(pts) = u64::try_from(pts_ns) {
+                        gst::ReferenceTimestampMeta::add(
+                            buf,
+                            &PUBLISHER_PTS,
+                            gst::ClockTime::from_nseconds(pts),
+                            None,
+                        );
+                    }
+                    gst::ReferenceTimestampMeta::add(
+                        buf,
+                        &PUBLISHED_AT,
+                        gst::ClockTime::from_nseconds(published_ns),
+                        None,
+                    );
                     lock(&self.counts).pushed += 1;
                     gst::trace!(CAT, imp = self, "frame seq {seq}");
                     return Ok(CreateSuccess::NewBuffer(buffer));
