@@ -1105,9 +1105,10 @@ cuframes_status cuframes_frame_layout_get(cuframes_format format,
 /**
  * Fills `config`, a struct of `size` bytes, with the defaults:
  * `struct_size` = `size`, key, format, size NULL/0 (to be set), ring_size
- * 4, policy DROP_OLDEST, ack_timeout_ms 1000, memory AUTO, fps 0/0, CUDA
- * context and stream NULL, runtime_dir NULL, external_slots NULL, group
- * NULL, cuda_device -1, startup_timeout_ms 10000, cuda_share AUTO,
+ * CUFRAMES_DEFAULT_RING_SIZE, policy DROP_OLDEST, ack_timeout_ms
+ * CUFRAMES_DEFAULT_ACK_TIMEOUT_MS, memory AUTO, fps 0/0, CUDA context and
+ * stream NULL, runtime_dir NULL, external_slots NULL, group NULL,
+ * cuda_device -1, startup_timeout_ms CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS, cuda_share AUTO,
  * v1_peers SAME_USER, log_callback and log_opaque NULL; bytes
  * past the fields this library knows (a newer header's) zero. Call it
  * through the header's `cuframes_publisher_config_init(config)`, which

@@ -23,7 +23,7 @@
 #define SENTINEL(type) ((type *)(uintptr_t)0x5EED0000u)
 
 /* The frozen header is the first layout: on LP64 its sizes are these (the
- * library's sized.rs pins the same). A change here means the file was edited. */
+ * library pins the same beside each struct, in its growable_layouts tests). A change here means the file was edited. */
 static int test_frozen_header_is_the_first_layout(void) {
 #if UINTPTR_MAX > 0xFFFFFFFFu
     CHECK(sizeof(cuframes_publisher_config) == 112);
