@@ -2,6 +2,7 @@
 """Checks that every relative link in Markdown files resolves.
 
     check_links.py [--pending PATH]... FILE.md...
+    check_links.py --run-ids FILE.md...
 
 A link resolves when its file (or directory) exists relative to the Markdown file and,
 with a #fragment into a Markdown file, that file has a heading with that anchor
@@ -12,6 +13,12 @@ a file another branch adds: a link to it is reported as skipped, not as resolved
 
 Prints one line per broken or pending link, then "links: N files, N links, N broken,
 N pending"; exits 1 when any link is broken.
+
+With --run-ids it checks instead that the files read as what holds, not as a diary of
+runs: no run id (a date such as 2026-12-07, with a letter or not) and no heading named
+for a run, a session or a date, except inside a link into the run records' index
+(bench/runs/README.md, e.g. [2026-12-07b](../bench/runs/README.md#2026-12-07b)).
+Prints "FILE:LINE: ..." for each, then "run ids: N files, N found"; exits 1 when any.
 """
 
 import os
@@ -69,7 +76,37 @@ def anchors(path, cache={}):
     return cache[path]
 
 
+RUN_ID = re.compile(r"(?<![0-9A-Za-z])20[0-9]{2}-[0-9]{2}-[0-9]{2}[a-z]?(?![0-9A-Za-z])")
+DIARY = re.compile(r"(?i)\b(session\s+\d+|run\s+\d+|re-runs?|later the same day)\b")
+INDEX = os.path.join("bench", "runs", "README.md")
+
+
+def run_ids(files):
+    """Run ids and diary headings outside links into the records' index."""
+    found = 0
+    for md in files:
+        with open(md, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for number, line in enumerate(lines, 1):
+            def outside(m):
+                path = m.group(1).partition("#")[0]
+                resolved = os.path.normpath(os.path.join(os.path.dirname(md), path))
+                return " " if resolved == INDEX or resolved.endswith(os.sep + INDEX) else m.group(0)
+            rest = INLINE.sub(outside, line)
+            heading = HEADING.match(line)
+            if heading and DIARY.search(heading.group(2)):
+                found += 1
+                print("%s:%d: a heading named for a run or session: %s" % (md, number, line.strip()))
+            for m in RUN_ID.finditer(rest):
+                found += 1
+                print("%s:%d: run id %s outside a link into bench/runs/README.md" % (md, number, m.group(0)))
+    print("run ids: %d files, %d found" % (len(files), found))
+    return 1 if found else 0
+
+
 def main(argv):
+    if argv[:1] == ["--run-ids"]:
+        return run_ids(argv[1:])
     pending, files = set(), []
     args = iter(argv)
     for a in args:
