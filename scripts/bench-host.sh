@@ -5,7 +5,7 @@
 #   scripts/bench-host.sh [options]              on the GPU machine (NVDEC, CUDA frames)
 #   scripts/bench-host.sh --memory host [...]    anywhere (CPU decode, host memory)
 #
-# A run's --out directory is its record: keep it in bench/runs/ (see the index there).
+# A run's --out directory is its record: bench/runs/add-run.sh archives it (bench/runs/README.md).
 #
 # Common runs (results in OUT/summary.md and OUT/runs.jsonl; a long clip and
 # --steady S end each run S seconds into its steady state instead of at the clip's end):

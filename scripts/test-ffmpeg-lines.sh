@@ -6,12 +6,12 @@
 #   scripts/test-ffmpeg-lines.sh [LINE...]      default: 9.0 8.1 7.1
 #
 # scripts/test.sh (CI) tests 9.0 and 7.1; this adds 8.1, which CI does not build, and
-# keeps its result with the commit it ran at: bench/runs/DATE-ffmpeg-lines/ (UTC date;
-# -2, -3... when the day has one already) gets README.md (the commit, whether the tree
+# keeps its result with the commit it ran at: a record DATE-ffmpeg-lines (UTC date;
+# -2, -3... when the day has one already) with README.md (the commit, whether the tree
 # had changes, each line's build time, how much of it came from build/ccache, and its
-# summary line) and ffmpeg-8.1.txt (the 8.1
-# run's output); add the printed row to the index in bench/runs/README.md and commit
-# the folder. Build logs: build/build-ffmpeg-LINE.log. Exits non-zero when a build or
+# summary line) and ffmpeg-8.1.txt (the 8.1 run's output), archived by
+# bench/runs/add-run.sh; add the row it prints to the index in bench/runs/README.md and
+# commit the day's archive with it. Build logs: build/build-ffmpeg-LINE.log. Exits non-zero when a build or
 # a test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,8 @@ LINES=("$@")
 day=$(date -u +%Y-%m-%d)
 out=bench/runs/$day-ffmpeg-lines
 n=1
-while [ -e "$out" ]; do
+# An id already in the index (its record archived) counts as taken too.
+while [ -e "$out" ] || grep -q "id=\"$(basename "$out")\"" bench/runs/README.md; do
     n=$((n + 1))
     out=bench/runs/$day-ffmpeg-lines-$n
 done
@@ -77,10 +78,8 @@ mkdir -p "$out"
 } >"$out/README.md"
 [ -f "$logs/test-8.1.txt" ] && cp "$logs/test-8.1.txt" "$out/ffmpeg-8.1.txt"
 
-echo "== Record: $out/"
+echo "== Record: $(basename "$out")"
 cat "$out/README.md"
-s81=$(grep -o '`ffmpeg 8.1 tests: [^`]*`' "$out/README.md" | tr -d '`')
 echo
-echo "Index row for bench/runs/README.md:"
-echo "| [$(basename "$out")]($(basename "$out")/) | $(date -u +%m-%d) | $commit | \`scripts/test-ffmpeg-lines.sh\`: FFmpeg ${LINES[*]} built and host-tested | ${s81:-no 8.1 run} |"
+bench/runs/add-run.sh "$out" || status=1
 exit $status

@@ -2,7 +2,7 @@
 //! kernel, all planes at once, instead of one driver copy call per plane.
 //! Queuing a launch costs the CPU ~3.3 µs where a linear copy call costs
 //! ~6.3 µs and a 1080p frame's two 2D calls ~8 µs, and the GPU moves a 4K
-//! frame sooner (bench/runs/2026-12-06e, docs/benchmarks.md).
+//! frame sooner (run 2026-12-06e in bench/runs/README.md, docs/benchmarks.md).
 //!
 //! The kernel is PTX, compiled by the driver at the first frame a pool may
 //! copy with it (the driver caches the result on disk). The pool decides

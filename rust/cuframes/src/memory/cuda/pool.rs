@@ -246,7 +246,7 @@ impl CudaPool {
     /// instead of ~14 at full rate), but a subscriber's GPU wait queued
     /// before that store was met late, so under a saturated GPU its stream
     /// backed up for ~1.3 ms at a time (p99 0.95-1.45 ms against 14-67 µs,
-    /// bench/runs/2026-12-06g): the driver's own write lets waiters go at once.
+    /// run 2026-12-06g in bench/runs/README.md): the driver's own write lets waiters go at once.
     fn mark_written(&self, index: usize, seq: u64) -> Result<()> {
         let stream = stream_of(self.stream);
         match &self.shared {
