@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 
 use cuframes::inspect::{Inspection, inspect as inspect_key};
-use cuframes::protocol::{SEQ_INVALID, SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DRAINING};
+use cuframes::protocol::{
+    SEQ_INVALID, SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DRAINING, SharedHeader,
+};
 use cuframes::{Error, ErrorKind, Policy, Result};
 use cuframes::{cleanup_key, list_keys};
 use serde_json::{Value, json};
@@ -132,46 +134,7 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
     }
     let mut v = summary(&ins);
     if let Some(h) = &ins.header {
-        let live = ins.info.as_ref().map_or(
-            h.ring_size.min(cuframes::protocol::MAX_RING_SIZE as u64) as usize,
-            |i| i.ring_size,
-        );
-        let slots: Vec<Value> = h.slots[..live]
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                json!({
-                    "slot": i,
-                    "seq": if s.seq == SEQ_INVALID { Value::Null } else { json!(s.seq) },
-                    "pts_ns": s.pts_ns,
-                    "ack_bitmap": format!("0x{:08x}", s.ack_bitmap),
-                    "written_bytes": s.written_bytes,
-                })
-            })
-            .collect();
-        let subs: Vec<Value> = ins
-            .subscribers()
-            .iter()
-            .map(|s| {
-                json!({
-                    "bit": s.bit,
-                    "state": subscriber_state(s.state),
-                    "pid": s.pid,
-                    "name": s.name,
-                    "last_seen_seq": s.last_seen_seq,
-                    "lag": h.global_seq.saturating_sub(s.last_seen_seq),
-                    "last_ack_ns": s.last_ack_ns,
-                })
-            })
-            .collect();
-        v["proto_version"] = json!(h.proto_version);
-        v["lib_version"] = json!(format!(
-            "{}.{}.{}",
-            h.lib_version_major, h.lib_version_minor, h.lib_version_patch
-        ));
-        v["subscriber_bitmap"] = json!(format!("0x{:08x}", h.subscriber_bitmap));
-        v["slots"] = Value::Array(slots);
-        v["subscriber_slots"] = Value::Array(subs);
+        add_header_details(&mut v, &ins, h);
     }
     if a.json {
         println!("{v}");
@@ -184,52 +147,102 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
         println!("header     INVALID: {e}");
     }
     if let Some(h) = &ins.header {
-        println!(
-            "header     protocol v{}, library {}, publisher pid {}, shutdown {}",
-            h.proto_version,
-            v["lib_version"].as_str().unwrap_or(""),
-            h.producer_pid,
-            h.shutdown_flag
-        );
-        if ins.info.is_ok() {
-            println!(
-                "frames     {} {}x{}, {} bytes, ring {}, {}, {} memory, fps {}",
-                v["format"].as_str().unwrap_or(""),
-                v["width"],
-                v["height"],
-                v["frame_bytes"],
-                v["ring_size"],
-                v["policy"].as_str().unwrap_or(""),
-                v["memory"].as_str().unwrap_or(""),
-                v["fps"]
-            );
-        }
-        println!(
-            "global_seq {}   subscribers 0x{:08x}",
-            h.global_seq, h.subscriber_bitmap
-        );
-        for s in v["slots"].as_array().into_iter().flatten() {
-            println!(
-                "  slot {:>2}  seq {:>10}  pts {:>14}  acks {}",
-                s["slot"],
-                s["seq"],
-                s["pts_ns"],
-                s["ack_bitmap"].as_str().unwrap_or("")
-            );
-        }
-        for s in v["subscriber_slots"].as_array().into_iter().flatten() {
-            println!(
-                "  sub {:>2}  {:<10} pid {:>7}  {:<31} last_seen {:>10}  lag {}",
-                s["bit"],
-                s["state"].as_str().unwrap_or(""),
-                s["pid"],
-                s["name"].as_str().unwrap_or(""),
-                s["last_seen_seq"],
-                s["lag"]
-            );
-        }
+        print_header(&v, &ins, h);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `inspect` adds to `ls`'s summary from a readable header: versions,
+/// every slot of the ring and every subscriber record.
+fn add_header_details(v: &mut Value, ins: &Inspection, h: &SharedHeader) {
+    let live = ins.info.as_ref().map_or(
+        h.ring_size.min(cuframes::protocol::MAX_RING_SIZE as u64) as usize,
+        |i| i.ring_size,
+    );
+    let slots: Vec<Value> = h.slots[..live]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            json!({
+                "slot": i,
+                "seq": if s.seq == SEQ_INVALID { Value::Null } else { json!(s.seq) },
+                "pts_ns": s.pts_ns,
+                "ack_bitmap": format!("0x{:08x}", s.ack_bitmap),
+                "written_bytes": s.written_bytes,
+            })
+        })
+        .collect();
+    let subs: Vec<Value> = ins
+        .subscribers()
+        .iter()
+        .map(|s| {
+            json!({
+                "bit": s.bit,
+                "state": subscriber_state(s.state),
+                "pid": s.pid,
+                "name": s.name,
+                "last_seen_seq": s.last_seen_seq,
+                "lag": h.global_seq.saturating_sub(s.last_seen_seq),
+                "last_ack_ns": s.last_ack_ns,
+            })
+        })
+        .collect();
+    v["proto_version"] = json!(h.proto_version);
+    v["lib_version"] = json!(format!(
+        "{}.{}.{}",
+        h.lib_version_major, h.lib_version_minor, h.lib_version_patch
+    ));
+    v["subscriber_bitmap"] = json!(format!("0x{:08x}", h.subscriber_bitmap));
+    v["slots"] = Value::Array(slots);
+    v["subscriber_slots"] = Value::Array(subs);
+}
+
+/// The text of a readable header: versions, the stream, slots, subscribers.
+fn print_header(v: &Value, ins: &Inspection, h: &SharedHeader) {
+    println!(
+        "header     protocol v{}, library {}, publisher pid {}, shutdown {}",
+        h.proto_version,
+        v["lib_version"].as_str().unwrap_or(""),
+        h.producer_pid,
+        h.shutdown_flag
+    );
+    if ins.info.is_ok() {
+        println!(
+            "frames     {} {}x{}, {} bytes, ring {}, {}, {} memory, fps {}",
+            v["format"].as_str().unwrap_or(""),
+            v["width"],
+            v["height"],
+            v["frame_bytes"],
+            v["ring_size"],
+            v["policy"].as_str().unwrap_or(""),
+            v["memory"].as_str().unwrap_or(""),
+            v["fps"]
+        );
+    }
+    println!(
+        "global_seq {}   subscribers 0x{:08x}",
+        h.global_seq, h.subscriber_bitmap
+    );
+    for s in v["slots"].as_array().into_iter().flatten() {
+        println!(
+            "  slot {:>2}  seq {:>10}  pts {:>14}  acks {}",
+            s["slot"],
+            s["seq"],
+            s["pts_ns"],
+            s["ack_bitmap"].as_str().unwrap_or("")
+        );
+    }
+    for s in v["subscriber_slots"].as_array().into_iter().flatten() {
+        println!(
+            "  sub {:>2}  {:<10} pid {:>7}  {:<31} last_seen {:>10}  lag {}",
+            s["bit"],
+            s["state"].as_str().unwrap_or(""),
+            s["pid"],
+            s["name"].as_str().unwrap_or(""),
+            s["last_seen_seq"],
+            s["lag"]
+        );
+    }
 }
 
 pub fn cleanup(a: CleanupArgs) -> Result<ExitCode> {
