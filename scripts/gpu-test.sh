@@ -7,7 +7,7 @@
 #   scripts/gpu-test.sh run [PART...]
 #                               on the GPU machine, from the repository root,
 #                               with the staged .gpu/ beside it: runs the GPU
-#                               tests (PARTs: rust c crash ffmpeg demo python bench
+#                               tests (PARTs: rust lib c crash ffmpeg demo python bench
 #                               ring profile host startup, and ffmpeg-LINE for a line staged
 #                               with GPU_FFMPEG_LINES; default all but bench, ring,
 #                               profile, host, startup), logs under $OUT; FFMPEG_TESTS picks
@@ -15,29 +15,42 @@
 #                               arguments of scripts/bench-host.sh (part host)
 #
 # The GPU machine has no Rust toolchain and no network, so everything it runs
-# is built and staged here. What $OUT holds after a run is its record: keep it in
-# bench/runs/<date><letter>/ with a README naming the commit and a row in the index,
-# bench/runs/README.md (what docs/gpu-validation.md and docs/benchmarks.md cite).
+# is built and staged here. What $OUT holds after a run is its record: put it in a
+# folder named for the run's id with a README naming the commit, then
+# bench/runs/add-run.sh archives it and prints its row for the index,
+# bench/runs/README.md (what docs/gpu-validation.md and docs/benchmarks.md link to).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/capabilities.sh
 stage=.gpu
+
+# release_test_binary PACKAGE TARGET CARGO_ARGS...: builds the release test
+# binary of PACKAGE's TARGET (CARGO_ARGS: --test NAME or --lib) and prints its path.
+release_test_binary() {
+    local package=$1 target=$2
+    shift 2
+    cargo test --release --locked -p "$package" "$@" --no-run --message-format=json 2>/dev/null |
+        TEST="$target" python3 -c 'import json,os,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == os.environ["TEST"] and m.get("executable"):
+        print(m["executable"])'
+}
 
 stage() {
     rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/tests" "$stage/lib"
     cargo build --release --locked -p cuframes-cli
     install -m 0755 target/release/cuframes "$stage/bin/cuframes"
     # The ignored GPU tests, as release test binaries.
-    local test_name test_bin
+    local test_name
     for test_name in cuda crash_matrix backends; do
-        test_bin=$(cargo test --release --locked -p cuframes-cli --test "$test_name" --no-run \
-            --message-format=json 2>/dev/null | TEST="$test_name" python3 -c 'import json,os,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == os.environ["TEST"] and m.get("executable"):
-        print(m["executable"])')
-        install -m 0755 "$test_bin" "$stage/tests/$test_name"
+        install -m 0755 "$(release_test_binary cuframes-cli "$test_name" --test "$test_name")" \
+            "$stage/tests/$test_name"
     done
+    # The library's: its suite over every backend (every_backend) and its unit
+    # tests (lib_units), whose ignored tests are the CUDA ones.
+    install -m 0755 "$(release_test_binary cuframes every_backend --test every_backend)" "$stage/tests/every_backend"
+    install -m 0755 "$(release_test_binary cuframes cuframes --lib)" "$stage/tests/lib_units"
     # The C API: the shared library (for Python) and the CUDA C test, linked
     # statically so it needs nothing staged beside it.
     local prefix=$PWD/target/gpu-stage-prefix
@@ -61,7 +74,7 @@ for line in sys.stdin:
     # What waking N subscribers costs the publisher, per eventfd and per shared futex.
     cc -O2 -Wall -Wextra -Werror -o "$stage/tests/wake-cost" scripts/gpu/wake-cost.c
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/crash_matrix" "$stage/tests/backends" \
-        "$stage/tests/test_cuda" "$stage/tests/wake-cost" \
+        "$stage/tests/every_backend" "$stage/tests/lib_units" "$stage/tests/test_cuda" "$stage/tests/wake-cost" \
         "$stage/lib/libcuframes.so.0.2"
     # The patched FFmpeg (libcuframes linked in) and the libraries it loads besides
     # glibc's, which the GPU machine's image may lack: libx264, libsrt, GnuTLS and
@@ -175,12 +188,12 @@ python_part() {
         CUFRAMES_WHEEL="${wheels[0]}" bash scripts/gpu/python.sh
 }
 
-# Parts: rust c crash ffmpeg demo python bench ring profile (default: all but
+# Parts: rust lib c crash ffmpeg demo python bench ring profile (default: all but
 # bench, ring and profile; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
 run() {
     : "${OUT:?run needs \$OUT}"
     local parts=("$@")
-    [ ${#parts[@]} -gt 0 ] || parts=(rust c crash ffmpeg demo python)
+    [ ${#parts[@]} -gt 0 ] || parts=(rust lib c crash ffmpeg demo python)
     {
         date -u
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
@@ -196,6 +209,9 @@ run() {
         rust) rust_part "Rust CUDA tests" rust-cuda.log "$stage/tests/cuda" --ignored --test-threads=1 --nocapture
             rust_part "Every backend (host, CUDA fd, CUDA ipc)" rust-backends.log "$stage/tests/backends" \
                 --include-ignored --test-threads=1 ;;
+        lib) rust_part "Library suite on CUDA fd and CUDA ipc" lib-every-backend.log "$stage/tests/every_backend" \
+                --ignored --test-threads=1
+            rust_part "Library CUDA unit tests" lib-units.log "$stage/tests/lib_units" --ignored --test-threads=1 ;;
         c) part "C API CUDA tests" c-cuda.log "$stage/tests/test_cuda" ;;
         crash) rust_part "CUDA crash matrix" cuda-crash.log "$stage/tests/crash_matrix" --ignored \
             --test-threads=1 --nocapture ;;

@@ -1,13 +1,14 @@
 //! The trust boundary (docs/security.md), one test per attack: names
-//! planted where cuframes looks, descriptor floods, idle connections, and a
-//! peer that writes the shared header as protocol v1 lets every subscriber
-//! do (forged seqs, a forged `global_seq`, forged ACKs). Beside each attack
-//! an honest subscriber must keep getting every frame right, and nothing
-//! may hang.
+//! planted where cuframes looks, descriptor floods, idle connections, and
+//! protocol-v1 peers. Beside each attack an honest subscriber must keep
+//! getting every frame right, and nothing may hang.
 //!
-//! The attackers here run as this user; `needs_root` repeats the header
-//! attacks as another user admitted by group, and plants files of another
-//! user and device nodes.
+//! The attackers here run as this user; `needs_root` repeats the attacks as
+//! another user admitted by group, and plants files of another user and
+//! device nodes. The attacks on what a subscriber reads of frame memory —
+//! a peer forging seqs, `global_seq` or ACKs in the shared header, a liar in
+//! its own ACK area — run over every memory backend in
+//! `every_backend/trust.rs` (`common/forgery.rs`).
 
 mod common;
 
@@ -18,19 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::backend::Backend;
+use common::forgery::*;
 use common::*;
 use cuframes::protocol::Message;
 use cuframes::{ErrorKind, Policy, Publisher, Subscriber};
-
-/// Runs `f` on a thread and waits at most `limit` for it: None when it hung
-/// (the thread is left behind; the test fails).
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit).ok()
-}
 
 /// How long the tools may take over a planted name: nothing blocks, but a
 /// listener planted at a socket name looks like a publisher that does not
@@ -524,265 +517,6 @@ fn peers_silent_after_hello_do_not_lock_honest_subscribers_out() {
     }
 }
 
-// ------------------------------------------------- a peer writing the header
-
-/// The key's shared header opened read-write by name, as a protocol-v1
-/// subscriber has it.
-fn header_file(key: &str) -> std::fs::File {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(format!("/dev/shm/cuframes-{key}"))
-        .expect("open the shared header")
-}
-
-const GLOBAL_SEQ: u64 = 0xC0;
-const fn slot(index: u64) -> u64 {
-    0x100 + index * 192
-}
-const SLOT_ACK: u64 = 0x10;
-
-fn read_u64(file: &std::fs::File, offset: u64) -> u64 {
-    use std::os::unix::fs::FileExt;
-    let mut b = [0u8; 8];
-    file.read_exact_at(&mut b, offset).unwrap();
-    u64::from_le_bytes(b)
-}
-
-fn write_u64(file: &std::fs::File, offset: u64, value: u64) {
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(&value.to_le_bytes(), offset).unwrap();
-}
-
-/// What one attack does to the header, over and over, until stopped.
-#[derive(Clone, Copy, Debug)]
-enum Forgery {
-    /// Relabels the oldest slot as the next frame and moves `global_seq`
-    /// to match: a stale picture under a new seq.
-    Relabel,
-    /// `global_seq` and every slot seq set far ahead (2^62).
-    FarAhead,
-    /// Every subscriber's ACK bit in every slot.
-    Acks,
-}
-
-fn forge(file: &std::fs::File, ring: u64, forgery: Forgery) {
-    match forgery {
-        Forgery::Relabel => {
-            let global = read_u64(file, GLOBAL_SEQ);
-            let seqs: Vec<u64> = (0..ring).map(|s| read_u64(file, slot(s))).collect();
-            if let Some(oldest) = (0..ring as usize)
-                .filter(|&s| seqs[s] != u64::MAX)
-                .min_by_key(|&s| seqs[s])
-            {
-                write_u64(file, slot(oldest as u64), global + 1);
-                write_u64(file, GLOBAL_SEQ, global + 1);
-            }
-        }
-        Forgery::FarAhead => {
-            for s in 0..ring {
-                write_u64(file, slot(s), 1 << 62);
-            }
-            write_u64(file, GLOBAL_SEQ, 1 << 62);
-        }
-        Forgery::Acks => {
-            for s in 0..ring {
-                write_u64(file, slot(s) + SLOT_ACK, 0xFFFF_FFFE);
-            }
-        }
-    }
-}
-
-/// What the honest subscriber saw beside an attack.
-#[derive(Debug, Default)]
-struct Seen {
-    received: u64,
-    mismatched: u64,
-    dropped: u64,
-    overwritten: u64,
-    published: u64,
-    /// What an attacker process printed.
-    attacker: String,
-}
-
-/// Where the attack runs: a thread of this process writing the header by
-/// name, or another process (another user's) started with the key.
-enum Attacker {
-    Thread(Forgery),
-    Process(Box<StartAttacker>),
-}
-
-/// Starts an attacker process for a key and its runtime directory's parent.
-type StartAttacker = dyn FnOnce(&str, &Path) -> std::process::Child;
-
-/// A publisher (`cfg`, ring 4) publishing pattern frames, an attacker
-/// forging all the while, and an honest verifying subscriber that takes
-/// `hold` with each frame: what the honest one saw of `frames` frames.
-fn beside(
-    attacker: Attacker,
-    cfg: impl FnOnce(&str, &Path) -> cuframes::PublisherConfig,
-    hold: Duration,
-    frames: u64,
-) -> Seen {
-    let dir = tempfile::tempdir().unwrap();
-    let key = unique_key("forge");
-    let mut cfg = cfg(&key, dir.path());
-    cfg.ring_size = 4;
-    let policy = cfg.policy;
-    let rt = cfg.runtime_dir.clone().expect("a runtime directory");
-    let mut publisher = Publisher::create(cfg).unwrap();
-    let mut honest = subscribe(&key, &rt, "honest");
-    let stop = Arc::new(AtomicBool::new(false));
-    let (thread, mut process) = match attacker {
-        Attacker::Thread(forgery) => {
-            let file = header_file(&key);
-            let stop = stop.clone();
-            let thread = std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    forge(&file, 4, forgery);
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-            });
-            (Some(thread), None)
-        }
-        Attacker::Process(start) => {
-            let mut child = start(&key, dir.path());
-            let said = started_attacking(&mut child);
-            (None, Some((child, said)))
-        }
-    };
-    let publishing = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) && publisher.next_seq() <= frames {
-                publish_pattern(&mut publisher);
-                std::thread::sleep(Duration::from_micros(300));
-            }
-            publisher
-        })
-    };
-    let mut seen = Seen::default();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        match honest.next(Some(Duration::from_millis(500))) {
-            Ok(lease) => {
-                seen.received += 1;
-                if !lease_matches(&lease) {
-                    seen.mismatched += 1;
-                }
-                std::thread::sleep(hold);
-                let last = lease.seq() >= frames;
-                let _ = lease.release();
-                if last {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Timeout => {
-                if publishing.is_finished() {
-                    break;
-                }
-            }
-            Err(e) => panic!("the honest subscriber failed: {e}"),
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    if let Some(thread) = thread {
-        thread.join().unwrap();
-    }
-    if let Some((child, said)) = process.as_mut() {
-        let _ = child.kill();
-        seen.attacker = format!("{said}{}", child.wait_with_output_now());
-    }
-    let publisher = publishing.join().unwrap();
-    let stats = honest.stats();
-    seen.dropped = stats.dropped;
-    seen.overwritten = stats.overwritten;
-    seen.published = publisher.next_seq() - 1;
-    eprintln!("under {policy:?}: {seen:?}");
-    seen
-}
-
-/// [`beside`] with an attacker thread of this user.
-fn beside_an_attacker(forgery: Forgery, policy: Policy, hold: Duration, frames: u64) -> Seen {
-    let cfg = move |key: &str, dir: &Path| match policy {
-        Policy::StrictWait => strict(key, dir, 4, Duration::from_secs(10)),
-        Policy::DropOldest => config(key, dir),
-    };
-    eprint!("{forgery:?} ");
-    beside(Attacker::Thread(forgery), cfg, hold, frames)
-}
-
-/// Waits (at most 20 s) for an attacker process to say it is attacking;
-/// returns what it said up to then.
-fn started_attacking(child: &mut std::process::Child) -> String {
-    use std::io::BufRead;
-    let out = child.stdout.take().expect("piped");
-    let said = within(Duration::from_secs(20), move || {
-        let mut said = String::new();
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            said.push_str(&line);
-            said.push('\n');
-            if line.starts_with("attacking") {
-                break;
-            }
-        }
-        said
-    });
-    said.unwrap_or_else(|| "(said nothing in 20 s)\n".into())
-}
-
-/// The output of a child that was just killed (or had exited).
-trait KilledOutput {
-    fn wait_with_output_now(&mut self) -> String;
-}
-
-impl KilledOutput for std::process::Child {
-    fn wait_with_output_now(&mut self) -> String {
-        use std::io::Read;
-        let _ = self.wait();
-        let mut text = String::new();
-        if let Some(out) = self.stdout.as_mut() {
-            let _ = out.read_to_string(&mut text);
-        }
-        if let Some(err) = self.stderr.as_mut() {
-            let _ = err.read_to_string(&mut text);
-        }
-        text
-    }
-}
-
-/// Relabelled stale slots never reach an honest subscriber as new frames.
-#[test]
-fn a_relabelled_slot_is_never_delivered_as_a_new_frame() {
-    let seen = beside_an_attacker(Forgery::Relabel, Policy::DropOldest, Duration::ZERO, 400);
-    assert_eq!(seen.mismatched, 0, "{seen:?}");
-    assert_eq!(
-        seen.received + seen.dropped,
-        seen.published,
-        "every frame accounted for: {seen:?}"
-    );
-}
-
-/// Seqs forged far ahead neither send an honest subscriber past the frames
-/// to come nor inflate its loss count.
-#[test]
-fn seqs_forged_far_ahead_neither_strand_nor_inflate() {
-    let seen = beside_an_attacker(Forgery::FarAhead, Policy::StrictWait, Duration::ZERO, 300);
-    assert_eq!(seen.mismatched, 0, "{seen:?}");
-    assert_eq!(seen.received, seen.published, "every frame delivered: {seen:?}");
-    assert_eq!(seen.dropped, 0, "{seen:?}");
-}
-
-/// Forged ACKs do not make a strict-wait publisher overwrite the frames an
-/// honest, slower subscriber has not released.
-#[test]
-fn forged_acks_cost_an_honest_subscriber_nothing() {
-    let seen = beside_an_attacker(Forgery::Acks, Policy::StrictWait, Duration::from_micros(800), 300);
-    assert_eq!(seen.mismatched, 0, "{seen:?}");
-    assert_eq!((seen.dropped, seen.overwritten), (0, 0), "{seen:?}");
-    assert_eq!(seen.received, seen.published, "{seen:?}");
-}
-
 /// The same attacks from another user, and names planted by another user:
 /// needs root (chown, mknod, setpriv) and python3 for the attacker, a
 /// protocol-v1 peer written from the specification, byte by byte.
@@ -1124,6 +858,7 @@ elif mode == "fds":
             (Policy::DropOldest, Duration::ZERO),
         ] {
             let seen = beside(
+                Backend::Host,
                 Attacker::Process(Box::new(|key: &str, dir: &Path| attacker_process(key, dir, 30.0))),
                 move |key: &str, dir: &Path| group_publisher(key, dir, policy, cuframes::V1Peers::Allow),
                 hold,
@@ -1315,84 +1050,6 @@ elif mode == "fds":
             }
         }
     }
-}
-
-/// A subscriber that lies in its own ACK area — every slot released, every
-/// frame taken, all the while, while it reads nothing — costs an honest,
-/// slower subscriber beside it nothing: its releases count for itself alone.
-#[test]
-fn a_liar_in_its_own_ack_area_hurts_only_itself() {
-    use std::os::unix::fs::FileExt;
-    let dir = tempfile::tempdir().unwrap();
-    let key = unique_key("liar");
-    let mut publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_secs(10))).unwrap();
-    let mut honest = subscribe(&key, dir.path(), "honest");
-    let liar = subscribe(&key, dir.path(), "liar"); // connection 2
-    // The liar's area, through its mapping in this process.
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let line = maps
-        .lines()
-        .find(|l| l.contains(&format!("/memfd:cuframes-{key}-acks-2")) && l.contains("rw-s"))
-        .expect("the liar's ACK area is mapped here");
-    let area = u64::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let lying = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mem = std::fs::OpenOptions::new()
-                .write(true)
-                .open("/proc/self/mem")
-                .unwrap();
-            while !stop.load(Ordering::Relaxed) {
-                for slot in 0..16u64 {
-                    mem.write_all_at(&u64::MAX.to_le_bytes(), area + 8 * slot)
-                        .unwrap();
-                }
-                mem.write_all_at(&u64::MAX.to_le_bytes(), area + 0x80).unwrap(); // taken
-                mem.write_all_at(&(1u64 << 62).to_le_bytes(), area + 0xA0)
-                    .unwrap(); // dropped
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        })
-    };
-    let publishing = std::thread::spawn(move || {
-        for _ in 0..200 {
-            publish_pattern(&mut publisher);
-        }
-        publisher
-    });
-    let mut seen = Seen::default();
-    while seen.received < 200 {
-        let lease = honest
-            .next(Some(Duration::from_secs(5)))
-            .expect("frames keep coming");
-        seen.received += 1;
-        if !lease_matches(&lease) {
-            seen.mismatched += 1;
-        }
-        std::thread::sleep(Duration::from_micros(500));
-        let _ = lease.release();
-    }
-    let publisher = publishing.join().unwrap();
-    stop.store(true, Ordering::Relaxed);
-    lying.join().unwrap();
-    let stats = honest.stats();
-    assert_eq!(
-        (seen.mismatched, stats.dropped, stats.overwritten),
-        (0, 0, 0),
-        "{seen:?} {stats:?}"
-    );
-    assert_eq!(publisher.stats().ack_timeouts, 0);
-    // Its forged loss count is shown bounded by what it could have missed.
-    std::thread::sleep(Duration::from_millis(400));
-    let ins = cuframes::inspect::inspect(&key, Some(dir.path())).unwrap();
-    let shown = ins.subscribers().into_iter().find(|s| s.name == "liar").unwrap();
-    assert!(
-        shown.dropped <= 200,
-        "the liar's count is clamped: {}",
-        shown.dropped
-    );
-    drop(liar);
 }
 
 // --------------------------------------------------- protocol-v1 peers

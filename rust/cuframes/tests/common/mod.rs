@@ -1,6 +1,11 @@
 //! Helpers shared by the integration tests: unique keys, a private runtime
-//! directory per test, and small publishers/subscribers on host memory.
+//! directory per test, and small publishers/subscribers on host memory;
+//! `backend`: the suite over every memory backend (publishers in child
+//! processes); `forgery`: a peer forging the shared header.
 #![allow(dead_code)]
+
+pub mod backend;
+pub mod forgery;
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -67,13 +72,17 @@ pub fn publish_pattern(publisher: &mut Publisher) -> u64 {
         .expect("publish")
 }
 
-/// Whether the lease holds the pattern frame for its seq.
+/// Whether the lease holds the pattern frame for its seq, each plane read
+/// with `read_plane` (host or device memory alike); a plane that cannot be
+/// read fails the test.
 pub fn lease_matches(lease: &cuframes::FrameLease) -> bool {
     let layout = lease.layout().clone();
+    let mut bytes = Vec::new();
     (0..layout.planes().len()).all(|p| {
         lease
-            .host_plane(p)
-            .is_some_and(|b| pattern::check_plane(&layout, lease.seq() - 1, p, b))
+            .read_plane(p, &mut bytes)
+            .unwrap_or_else(|e| panic!("reading plane {p} of seq {}: {e}", lease.seq()));
+        pattern::check_plane(&layout, lease.seq() - 1, p, &bytes)
     })
 }
 
@@ -90,6 +99,16 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 pub const SECOND: Option<Duration> = Some(Duration::from_secs(1));
+
+/// Runs `f` on a thread and waits at most `limit` for it: None when it hung
+/// (the thread is left behind; the test fails).
+pub fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
 
 /// The next control message on `s`, or None when the peer closed or the
 /// read timed out.

@@ -371,3 +371,288 @@ impl Drop for CudaMapping {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The subscriber's side of CUDA memory. What needs no GPU runs
+    //! everywhere; the rest sits in `needs_gpu`, ignored unless asked for
+    //! (`scripts/gpu-test.sh run lib`), and fails without a usable GPU.
+
+    use super::super::{fd_event_handle, fd_slot_handle};
+    use super::*;
+    use crate::memory::host::AlignedBytes;
+
+    /// What `fd` mode writes where protocol v1 has IPC handles (D27): a
+    /// slot's size, then zeros; the fence flag, a zero word and the fence
+    /// array's size; nothing at all without fences.
+    #[test]
+    fn fd_handles_carry_sizes_and_the_fence_flag() {
+        let slot = fd_slot_handle(0x0123_4567_89AB);
+        assert_eq!(le_u64(&slot), 0x0123_4567_89AB);
+        assert_eq!(slot[0], 0xAB, "little-endian");
+        assert!(slot[8..].iter().all(|&b| b == 0));
+        let event = fd_event_handle(Some(24));
+        assert_eq!(u32::from_le_bytes(event[..4].try_into().unwrap()), FD_FLAG_FENCES);
+        assert_eq!(&event[4..8], &[0; 4]);
+        assert_eq!(le_u64(&event[8..]), 24);
+        assert!(event[16..].iter().all(|&b| b == 0));
+        assert_eq!(fd_event_handle(None), [0; 64], "no fences: no flag");
+    }
+
+    /// A host copy handed where a device copy belongs is an internal error,
+    /// not a device pointer made of a host address.
+    #[test]
+    fn a_host_copy_is_refused_where_a_device_copy_belongs() {
+        let mut frame = LocalFrame::Host(AlignedBytes::zeroed(64));
+        let err = as_device(&mut frame).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Internal, "{err}");
+    }
+
+    mod needs_gpu {
+        use std::os::fd::AsFd;
+
+        use super::*;
+        use crate::memory::cuda::CudaPool;
+        use crate::memory::host::tests::{
+            check_contract, descriptors, odd_layout, slot_holds, write_pattern,
+        };
+        use crate::memory::{CudaShareRequest, MemoryKind, SlotPool};
+
+        const RING: usize = 3;
+
+        fn require_gpu() {
+            if let Err(why) = driver::availability() {
+                panic!("needs a usable CUDA GPU, and this machine has none: {why}");
+            }
+        }
+
+        fn pool(share: CudaShareRequest) -> CudaPool {
+            require_gpu();
+            CudaPool::create(&odd_layout(), RING, None, -1, share).unwrap()
+        }
+
+        /// Opens what `pool` shares, as a subscriber of this process, with
+        /// `slots` as the header's descriptors and `fds` as the descriptors
+        /// received.
+        fn open_with(
+            pool: &CudaPool,
+            share: CudaShare,
+            slots: &[SlotDescriptor],
+            event_handle: &[u8; 64],
+            mut fds: Vec<(u32, OwnedFd)>,
+        ) -> Result<CudaMapping> {
+            CudaMapping::open(
+                &odd_layout(),
+                slots,
+                event_handle,
+                share,
+                &mut fds,
+                pool.device_uuid(),
+                None,
+                -1,
+            )
+        }
+
+        fn received(pool: &CudaPool) -> Vec<(u32, OwnedFd)> {
+            let mut fds = pool.early_fds().unwrap();
+            fds.extend(pool.shared_fds().unwrap());
+            fds
+        }
+
+        fn open_fd(pool: &CudaPool) -> Result<CudaMapping> {
+            open_with(
+                pool,
+                CudaShare::Fd,
+                &descriptors(pool, RING),
+                &pool.event_handle(),
+                received(pool),
+            )
+        }
+
+        #[test]
+        #[ignore = "needs a CUDA GPU: scripts/gpu-test.sh run lib"]
+        fn slots_shared_as_fds_meet_the_contract() {
+            let mut pool = pool(CudaShareRequest::Fd);
+            assert_eq!(
+                (pool.kind(), pool.cuda_share()),
+                (MemoryKind::Cuda, Some(CudaShare::Fd))
+            );
+            assert_ne!(pool.device_uuid(), [0; 16]);
+            let mapping = open_fd(&pool).unwrap();
+            check_contract(&mut pool, &mapping, &odd_layout(), RING);
+        }
+
+        /// What a publisher sends in `fd` mode: one descriptor per slot and
+        /// one for the fence array, each slot a whole number of the
+        /// allocation granularity, at least a frame.
+        #[test]
+        #[ignore = "needs a CUDA GPU: scripts/gpu-test.sh run lib"]
+        fn fd_pools_send_a_descriptor_per_slot_and_the_fences() {
+            let pool = pool(CudaShareRequest::Fd);
+            let purposes: Vec<u32> = received(&pool).iter().map(|(p, _)| *p).collect();
+            let mut want: Vec<u32> = (0..RING as u32).map(|i| fd_purpose::CUDA_SLOT_0 + i).collect();
+            want.push(fd_purpose::CUDA_FENCES);
+            assert_eq!(
+                purposes, want,
+                "this GPU runs stream memory operations: fences expected"
+            );
+            let granularity = vmm::rounded_size(0, 1).unwrap();
+            for slot in descriptors(&pool, RING) {
+                let size = le_u64(&slot.mem_handle) as usize;
+                assert!(
+                    size >= odd_layout().size() && size.is_multiple_of(granularity),
+                    "{size}"
+                );
+            }
+            let event = pool.event_handle();
+            assert_eq!(u32::from_le_bytes(event[..4].try_into().unwrap()), FD_FLAG_FENCES);
+            assert!(le_u64(&event[8..]) >= 8 * RING as u64);
+        }
+
+        /// Two mappings of the same slots (two subscribers in one process)
+        /// read the same frames at their own addresses; dropping one unmaps
+        /// its addresses and leaves the other readable.
+        #[test]
+        #[ignore = "needs a CUDA GPU: scripts/gpu-test.sh run lib"]
+        fn fd_slots_mapped_twice_read_alike_and_each_unmaps_on_drop() {
+            let layout = odd_layout();
+            let mut pool = pool(CudaShareRequest::Fd);
+            let first = open_fd(&pool).unwrap();
+            let second = open_fd(&pool).unwrap();
+            write_pattern(&mut pool, 1, 5, &layout);
+            assert!(slot_holds(&first, 1, 5, &layout) && slot_holds(&second, 1, 5, &layout));
+            let PlanePtr::Device(ptr) = first.plane(1, 0) else {
+                panic!("CUDA slots are device memory");
+            };
+            assert_ne!(first.plane(1, 0), second.plane(1, 0), "two mappings");
+            {
+                let _current = first.ctx.enter().unwrap();
+                let (base, size) = driver::allocation_range(ptr).unwrap();
+                assert!(base <= ptr && ptr + layout.size() as u64 <= base + size as u64);
+            }
+            drop(first);
+            {
+                let _current = second.ctx.enter().unwrap();
+                assert!(
+                    driver::allocation_range(ptr).is_err(),
+                    "still mapped after the drop"
+                );
+            }
+            assert!(slot_holds(&second, 1, 5, &layout));
+        }
+
+        /// What a hostile or broken publisher may send in `fd` mode: a
+        /// descriptor missing, a slot or fence array the header says is
+        /// too small or larger than its allocation, a descriptor that is no
+        /// CUDA allocation. Each is refused with an error naming it.
+        #[test]
+        #[ignore = "needs a CUDA GPU: scripts/gpu-test.sh run lib"]
+        fn fd_mappings_refuse_bad_descriptors_and_sizes() {
+            let layout = odd_layout();
+            let pool = pool(CudaShareRequest::Fd);
+            let good = descriptors(&pool, RING);
+            let event = pool.event_handle();
+            let without = |purpose: u32| -> Vec<(u32, OwnedFd)> {
+                received(&pool)
+                    .into_iter()
+                    .filter(|(p, _)| *p != purpose)
+                    .collect()
+            };
+            let err = open_with(
+                &pool,
+                CudaShare::Fd,
+                &good,
+                &event,
+                without(fd_purpose::CUDA_SLOT_0 + 1),
+            )
+            .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+            assert!(err.to_string().contains("CUDA slot 1"), "{err}");
+            let err = open_with(
+                &pool,
+                CudaShare::Fd,
+                &good,
+                &event,
+                without(fd_purpose::CUDA_FENCES),
+            )
+            .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+
+            let allocated = le_u64(&good[0].mem_handle) as usize;
+            for (what, size, kind) in [
+                (
+                    "smaller than a frame",
+                    layout.size() - 1,
+                    Some(ErrorKind::Corrupt),
+                ),
+                ("larger than its allocation", allocated * 2, None),
+            ] {
+                let mut slots = good.clone();
+                slots[0].mem_handle = fd_slot_handle(size);
+                let err = open_with(&pool, CudaShare::Fd, &slots, &event, received(&pool)).unwrap_err();
+                if let Some(kind) = kind {
+                    assert_eq!(err.kind(), kind, "{what}: {err}");
+                }
+                assert!(err.to_string().contains("CUDA slot 0"), "{what}: {err}");
+            }
+            let err = open_with(
+                &pool,
+                CudaShare::Fd,
+                &good,
+                &fd_event_handle(Some(8)),
+                received(&pool),
+            )
+            .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+            assert!(err.to_string().contains("fence array"), "{err}");
+
+            let memfd = nix::sys::memfd::memfd_create(
+                "cuframes-test-not-cuda",
+                nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+            )
+            .unwrap();
+            nix::unistd::ftruncate(memfd.as_fd(), allocated as i64).unwrap();
+            let mut fds = without(fd_purpose::CUDA_SLOT_0);
+            fds.push((fd_purpose::CUDA_SLOT_0, memfd));
+            let err = open_with(&pool, CudaShare::Fd, &good, &event, fds).unwrap_err();
+            assert!(
+                err.to_string().contains("CUDA slot 0"),
+                "a memfd as a slot: {err}"
+            );
+            // After all that, the good descriptors still open.
+            assert!(open_fd(&pool).is_ok());
+        }
+
+        /// `ipc` pools: a distinct CUDA IPC handle per slot and an
+        /// interprocess event, and no descriptors. The exporting process
+        /// cannot open its own handles (a driver rule, why the suite over
+        /// every backend puts publishers in child processes): refused with
+        /// an error, not a crash.
+        #[test]
+        #[ignore = "needs a CUDA GPU: scripts/gpu-test.sh run lib"]
+        fn ipc_pools_send_handles_the_exporting_process_cannot_open() {
+            let pool = pool(CudaShareRequest::Ipc);
+            assert_eq!(
+                (pool.kind(), pool.cuda_share()),
+                (MemoryKind::Cuda, Some(CudaShare::Ipc))
+            );
+            assert!(received(&pool).is_empty());
+            let handles: Vec<[u8; 64]> = (0..RING).map(|i| pool.slot_handle(i)).collect();
+            for (i, handle) in handles.iter().enumerate() {
+                assert_ne!(*handle, [0; 64], "slot {i}");
+                assert!(!handles[..i].contains(handle), "slot {i} repeats a handle");
+            }
+            assert_ne!(pool.event_handle(), [0; 64]);
+            let err = open_with(
+                &pool,
+                CudaShare::Ipc,
+                &descriptors(&pool, RING),
+                &pool.event_handle(),
+                Vec::new(),
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains("slot 0"), "{err}");
+            eprintln!("opened by its exporter: {err}");
+        }
+    }
+}

@@ -1,26 +1,25 @@
 //! Ring policies (spec §5, D4): STRICT_WAIT back-pressure and ACK
 //! timeout, DROP_OLDEST overwrite detection, subscriber modes.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
-use cuframes::{ErrorKind, Publisher, Subscriber, SubscriberMode};
+use cuframes::{ErrorKind, Subscriber, SubscriberMode};
 
-#[test]
-fn strict_wait_blocks_until_the_slot_is_released() {
+use crate::common::backend::{Backend, every_backend};
+use crate::common::*;
+
+fn strict_wait_blocks_until_the_slot_is_released(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("backpressure");
-    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_secs(10))).unwrap();
-    let mut sub = subscribe(&key, dir.path(), "holder");
+    let mut publisher = backend.publisher(strict(&key, dir.path(), 2, Duration::from_secs(10)));
+    let mut sub = backend.subscribe(&key, dir.path(), "holder");
     let published = Arc::new(AtomicU64::new(0));
     let counter = published.clone();
     let worker = std::thread::spawn(move || {
         for _ in 0..3 {
-            publish_pattern(&mut publisher);
+            publisher.publish_pattern();
             counter.fetch_add(1, Ordering::SeqCst);
         }
         publisher
@@ -28,6 +27,7 @@ fn strict_wait_blocks_until_the_slot_is_released() {
     // Seq 1 and 2 fill the ring; seq 3 reuses seq 1's slot and must wait.
     let first = sub.next(SECOND).unwrap();
     assert_eq!(first.seq(), 1);
+    backend.check_lease(&first);
     assert!(eventually(Duration::from_secs(1), || published
         .load(Ordering::SeqCst)
         == 2));
@@ -47,7 +47,7 @@ fn strict_wait_blocks_until_the_slot_is_released() {
         .load(Ordering::SeqCst)
         == 3));
     assert!(released.elapsed() < Duration::from_millis(500));
-    let publisher = worker.join().unwrap();
+    let mut publisher = worker.join().unwrap();
     assert_eq!(publisher.stats().ack_timeouts, 0);
     for want in 2..=3 {
         let lease = sub.next(SECOND).unwrap();
@@ -57,13 +57,12 @@ fn strict_wait_blocks_until_the_slot_is_released() {
     assert_eq!(sub.stats().dropped, 0);
 }
 
-#[test]
-fn ack_timeout_drops_only_the_slow_subscriber() {
+fn ack_timeout_drops_only_the_slow_subscriber(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("acktimeout");
-    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_millis(200))).unwrap();
-    let mut fast = subscribe(&key, dir.path(), "fast");
-    let mut slow = subscribe(&key, dir.path(), "slow");
+    let mut publisher = backend.publisher(strict(&key, dir.path(), 2, Duration::from_millis(200)));
+    let mut fast = backend.subscribe(&key, dir.path(), "fast");
+    let mut slow = backend.subscribe(&key, dir.path(), "slow");
     let reader = std::thread::spawn(move || {
         let mut seqs = Vec::new();
         let mut bad = 0;
@@ -81,7 +80,7 @@ fn ack_timeout_drops_only_the_slow_subscriber() {
     });
     let started = Instant::now();
     for _ in 0..40 {
-        publish_pattern(&mut publisher);
+        publisher.publish_pattern();
     }
     let elapsed = started.elapsed();
     let (seqs, bad, fast) = reader.join().unwrap();
@@ -109,20 +108,20 @@ fn ack_timeout_drops_only_the_slow_subscriber() {
     assert!(err.to_string().contains("no ACK"), "{err}");
 }
 
-#[test]
-fn drop_oldest_reports_an_overwritten_lease() {
+fn drop_oldest_reports_an_overwritten_lease(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("overwrite");
     let mut cfg = config(&key, dir.path());
     cfg.ring_size = 2;
-    let mut publisher = Publisher::create(cfg).unwrap();
-    let mut sub = subscribe(&key, dir.path(), "s");
-    publish_pattern(&mut publisher);
+    let mut publisher = backend.publisher(cfg);
+    let mut sub = backend.subscribe(&key, dir.path(), "s");
+    publisher.publish_pattern();
     let lease = sub.next(SECOND).unwrap();
+    backend.check_lease(&lease);
     assert!(lease.is_intact() && lease_matches(&lease));
     for _ in 0..2 {
         // D22: seq 3 spares the held seq 1 and replaces the unread seq 2.
-        publish_pattern(&mut publisher);
+        publisher.publish_pattern();
     }
     assert!(
         lease.is_intact(),
@@ -131,7 +130,7 @@ fn drop_oldest_reports_an_overwritten_lease() {
     let third = sub.next(SECOND).unwrap();
     assert_eq!(third.seq(), 3);
     assert_eq!(sub.stats().dropped, 1, "seq 2 was lost, and counted");
-    publish_pattern(&mut publisher); // every slot held: the oldest goes
+    publisher.publish_pattern(); // every slot held: the oldest goes
     assert!(!lease.is_intact());
     assert!(!lease_matches(&lease), "the bytes really changed under the lease");
     assert!(third.is_intact() && lease_matches(&third));
@@ -141,31 +140,35 @@ fn drop_oldest_reports_an_overwritten_lease() {
     third.release().unwrap();
 }
 
-#[test]
-fn a_lagging_sequential_subscriber_counts_lost_frames() {
+fn a_lagging_sequential_subscriber_counts_lost_frames(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("lag");
-    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap(); // ring 4
-    let mut sub = subscribe(&key, dir.path(), "s");
+    let mut publisher = backend.publisher(config(&key, dir.path())); // ring 4
+    let mut sub = backend.subscribe(&key, dir.path(), "s");
     for _ in 0..10 {
-        publish_pattern(&mut publisher);
+        publisher.publish_pattern();
     }
-    let seqs: Vec<u64> = (0..4).map(|_| sub.next(SECOND).unwrap().seq()).collect();
+    let seqs: Vec<u64> = (0..4)
+        .map(|_| {
+            let lease = sub.next(SECOND).unwrap();
+            assert!(lease_matches(&lease), "seq {}", lease.seq());
+            lease.seq()
+        })
+        .collect();
     assert_eq!(seqs, [7, 8, 9, 10], "the ring holds the last four");
     assert_eq!(sub.stats().dropped, 6);
     assert_eq!(sub.stats().received, 4);
 }
 
-#[test]
-fn latest_mode_skips_to_the_newest_frame() {
+fn latest_mode_skips_to_the_newest_frame(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("latest");
-    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
-    let mut cfg = subscriber_config(&key, dir.path(), "latest");
+    let mut publisher = backend.publisher(config(&key, dir.path()));
+    let mut cfg = backend.subscriber_config(&key, dir.path(), "latest");
     cfg.mode = SubscriberMode::Latest;
-    let mut sub = Subscriber::connect(cfg).unwrap();
+    let mut sub = backend.connect(cfg);
     for _ in 0..3 {
-        publish_pattern(&mut publisher);
+        publisher.publish_pattern();
     }
     let lease = sub.next(SECOND).unwrap();
     assert_eq!(lease.seq(), 3);
@@ -176,14 +179,13 @@ fn latest_mode_skips_to_the_newest_frame() {
 /// Under STRICT_WAIT a LATEST subscriber ACKs the frames it skips, so the
 /// publisher runs at the pace of the subscriber's reads, never into the ACK
 /// timeout.
-#[test]
-fn latest_mode_never_stalls_strict_wait() {
+fn latest_mode_never_stalls_strict_wait(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("lateststrict");
-    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_secs(10))).unwrap();
-    let mut cfg = subscriber_config(&key, dir.path(), "latest");
+    let mut publisher = backend.publisher(strict(&key, dir.path(), 2, Duration::from_secs(10)));
+    let mut cfg = backend.subscriber_config(&key, dir.path(), "latest");
     cfg.mode = SubscriberMode::Latest;
-    let mut sub = Subscriber::connect(cfg).unwrap();
+    let mut sub = backend.connect(cfg);
     let reader = std::thread::spawn(move || {
         let mut last = 0;
         while last < 100 {
@@ -198,7 +200,7 @@ fn latest_mode_never_stalls_strict_wait() {
     });
     let started = Instant::now();
     for _ in 0..100 {
-        publish_pattern(&mut publisher);
+        publisher.publish_pattern();
     }
     let stats = reader.join().unwrap();
     assert!(
@@ -210,14 +212,13 @@ fn latest_mode_never_stalls_strict_wait() {
     assert_eq!(stats.received + stats.dropped, 100, "every frame read or skipped");
 }
 
-#[test]
-fn flush_waits_for_outstanding_frames() {
+fn flush_waits_for_outstanding_frames(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("flush");
-    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
-    let mut sub = subscribe(&key, dir.path(), "s");
-    publish_pattern(&mut publisher);
-    publish_pattern(&mut publisher);
+    let mut publisher = backend.publisher(config(&key, dir.path()));
+    let mut sub = backend.subscribe(&key, dir.path(), "s");
+    publisher.publish_pattern();
+    publisher.publish_pattern();
     let err = publisher.flush(Duration::from_millis(50)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert_eq!(publisher.subscriber_count(), 1, "flush never drops anyone");
@@ -227,16 +228,15 @@ fn flush_waits_for_outstanding_frames() {
     publisher.flush(Duration::from_secs(1)).unwrap();
 }
 
-#[test]
-fn next_times_out_and_waits_for_subscribers_time_out() {
+fn next_times_out_and_waits_for_subscribers_time_out(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("timeouts");
-    let publisher = Publisher::create(config(&key, dir.path())).unwrap();
+    let mut publisher = backend.publisher(config(&key, dir.path()));
     let err = publisher
         .wait_for_subscribers(1, Duration::from_millis(30))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout);
-    let mut sub = subscribe(&key, dir.path(), "s");
+    let mut sub = backend.subscribe(&key, dir.path(), "s");
     publisher.wait_for_subscribers(1, Duration::from_secs(1)).unwrap();
     let start = Instant::now();
     let err = sub.next(Some(Duration::from_millis(80))).unwrap_err();
@@ -248,31 +248,29 @@ fn next_times_out_and_waits_for_subscribers_time_out() {
     );
 }
 
-#[test]
-fn eventfd_wakes_a_blocked_subscriber() {
+fn eventfd_wakes_a_blocked_subscriber(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("wake");
-    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
-    let mut sub = subscribe(&key, dir.path(), "s");
+    let mut publisher = backend.publisher(config(&key, dir.path()));
+    let mut sub = backend.subscribe(&key, dir.path(), "s");
     let waiter = std::thread::spawn(move || {
         let lease = sub.next(Some(Duration::from_secs(5))).unwrap();
         (lease.seq(), Instant::now())
     });
     std::thread::sleep(Duration::from_millis(100));
     let published = Instant::now();
-    publish_pattern(&mut publisher);
+    publisher.publish_pattern();
     let (seq, woke) = waiter.join().unwrap();
     assert_eq!(seq, 1);
     assert!(woke.duration_since(published) < Duration::from_millis(50));
 }
 
-#[test]
-fn many_frames_in_order_with_verification() {
+fn many_frames_in_order_with_verification(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("many");
-    let mut publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_secs(5))).unwrap();
+    let mut publisher = backend.publisher(strict(&key, dir.path(), 4, Duration::from_secs(5)));
     let subs: Vec<Subscriber> = (0..3)
-        .map(|i| subscribe(&key, dir.path(), &format!("r{i}")))
+        .map(|i| backend.subscribe(&key, dir.path(), &format!("r{i}")))
         .collect();
     let readers: Vec<_> = subs
         .into_iter()
@@ -289,7 +287,7 @@ fn many_frames_in_order_with_verification() {
         })
         .collect();
     for _ in 0..2000 {
-        publish_pattern(&mut publisher);
+        publisher.publish_pattern();
     }
     for r in readers {
         let (good, stats) = r.join().unwrap();
@@ -298,20 +296,20 @@ fn many_frames_in_order_with_verification() {
     }
 }
 
-#[test]
-fn in_place_publish_needs_acquire_then_commit() {
+/// In-place publishing: the slot's planes are in the backend's memory
+/// (device pointers for CUDA), and commit_slot needs acquire_slot first.
+fn in_place_publish_needs_acquire_then_commit(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("inplace");
-    let mut publisher = Publisher::create(config(&key, dir.path())).unwrap();
-    let mut sub = subscribe(&key, dir.path(), "s");
+    let mut publisher = backend.publisher(config(&key, dir.path()));
+    let mut sub = backend.subscribe(&key, dir.path(), "s");
     assert_eq!(
         publisher.commit_slot(0).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
-    let target = publisher.acquire_slot().unwrap();
-    assert_eq!(target.index, 1, "seq 1 goes to slot 1 % ring");
-    assert_eq!(target.planes.len(), 2);
-    assert!(matches!(target.planes[0], cuframes::PlanePtr::Host(_)));
+    let (index, planes) = publisher.acquire_slot().unwrap();
+    assert_eq!(index, 1, "seq 1 goes to slot 1 % ring");
+    assert_eq!(planes, [backend.memory(); 2], "NV12: two planes");
     assert_eq!(
         publisher.acquire_slot().unwrap_err().kind(),
         ErrorKind::InvalidArgument
@@ -319,4 +317,19 @@ fn in_place_publish_needs_acquire_then_commit() {
     assert_eq!(publisher.commit_slot(42).unwrap(), 1);
     let lease = sub.next(SECOND).unwrap();
     assert_eq!((lease.seq(), lease.slot(), lease.pts_ns()), (1, 1, 42));
+    backend.check_lease(&lease);
 }
+
+every_backend!(
+    strict_wait_blocks_until_the_slot_is_released,
+    ack_timeout_drops_only_the_slow_subscriber,
+    drop_oldest_reports_an_overwritten_lease,
+    a_lagging_sequential_subscriber_counts_lost_frames,
+    latest_mode_skips_to_the_newest_frame,
+    latest_mode_never_stalls_strict_wait,
+    flush_waits_for_outstanding_frames,
+    next_times_out_and_waits_for_subscribers_time_out,
+    eventfd_wakes_a_blocked_subscriber,
+    many_frames_in_order_with_verification,
+    in_place_publish_needs_acquire_then_commit,
+);

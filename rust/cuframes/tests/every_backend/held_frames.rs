@@ -3,30 +3,39 @@
 //! more frames than the ring has never stalls the publisher when it lets
 //! the library copy, and every frame arrives intact and in order.
 
-mod common;
-
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use common::*;
-use cuframes::{CopyMode, ErrorKind, FrameLease, Publisher, Subscriber};
+use cuframes::{CopyMode, ErrorKind, FrameLease, Subscriber};
+
+use crate::common::backend::{Backend, PublisherProcess, every_backend};
+use crate::common::*;
 
 /// A STRICT_WAIT publisher in a thread: `frames` pattern frames, then
 /// waits until they are delivered; returns it for its stats.
-fn publish_in_thread(mut publisher: Publisher, frames: u64) -> std::thread::JoinHandle<Publisher> {
+fn publish_in_thread(
+    mut publisher: PublisherProcess,
+    frames: u64,
+) -> std::thread::JoinHandle<PublisherProcess> {
     std::thread::spawn(move || {
         for _ in 0..frames {
-            publish_pattern(&mut publisher);
+            publisher.publish_pattern();
         }
         let _ = publisher.wait_delivered(Duration::from_secs(5));
         publisher
     })
 }
 
-fn subscribe_with(key: &str, dir: &std::path::Path, name: &str, copy: CopyMode) -> Subscriber {
-    let mut c = subscriber_config(key, dir, name);
+fn subscribe_with(
+    backend: Backend,
+    key: &str,
+    dir: &std::path::Path,
+    name: &str,
+    copy: CopyMode,
+) -> Subscriber {
+    let mut c = backend.subscriber_config(key, dir, name);
     c.copy = copy;
-    Subscriber::connect(c).expect("subscribe")
+    backend.connect(c)
 }
 
 /// Reads `frames` frames, keeping the newest `hold` of them unreleased;
@@ -59,42 +68,41 @@ fn read_holding(sub: &mut Subscriber, frames: u64, hold: usize) -> (Vec<u64>, us
     (seqs, bad, most_slots)
 }
 
-#[test]
-fn a_subscriber_slower_to_start_than_the_ack_timeout_is_not_dropped() {
+fn a_subscriber_slower_to_start_than_the_ack_timeout_is_not_dropped(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("slowstart");
     let mut cfg = strict(&key, dir.path(), 4, Duration::from_millis(100));
     cfg.startup_timeout = Duration::from_secs(5);
-    let publisher = Publisher::create(cfg).unwrap();
-    let mut sub = subscribe(&key, dir.path(), "slow-starter");
+    let publisher = backend.publisher(cfg);
+    let mut sub = backend.subscribe(&key, dir.path(), "slow-starter");
     let started = Instant::now();
     let publishing = publish_in_thread(publisher, 30);
     // The consumer is still setting up: 4 ACK timeouts pass before it reads.
     std::thread::sleep(Duration::from_millis(400));
     let (seqs, bad, _) = read_holding(&mut sub, 30, 0);
-    let publisher = publishing.join().unwrap();
+    let mut publisher = publishing.join().unwrap();
     assert_eq!(seqs, (1..=30).collect::<Vec<_>>(), "no frame lost");
     assert_eq!(bad, 0);
-    assert_eq!(publisher.stats().ack_timeouts, 0, "nobody dropped");
+    let stats = publisher.stats();
+    assert_eq!(stats.ack_timeouts, 0, "nobody dropped");
     assert!(
-        publisher.stats().ack_wait_ns >= 300_000_000,
+        stats.ack_wait_ns >= 300_000_000,
         "the publisher waited for it ({} ns in {:?})",
-        publisher.stats().ack_wait_ns,
+        stats.ack_wait_ns,
         started.elapsed()
     );
 }
 
-#[test]
-fn past_its_startup_time_a_silent_subscriber_is_dropped() {
+fn past_its_startup_time_a_silent_subscriber_is_dropped(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("startupover");
     let mut cfg = strict(&key, dir.path(), 2, Duration::from_millis(50));
     cfg.startup_timeout = Duration::from_millis(400);
-    let mut publisher = Publisher::create(cfg).unwrap();
-    let mut silent = subscribe(&key, dir.path(), "silent");
+    let mut publisher = backend.publisher(cfg);
+    let mut silent = backend.subscribe(&key, dir.path(), "silent");
     let started = Instant::now();
     for _ in 0..3 {
-        publish_pattern(&mut publisher); // the third finds both slots owed
+        publisher.publish_pattern(); // the third finds both slots owed
     }
     let waited = started.elapsed();
     assert_eq!(publisher.stats().ack_timeouts, 1);
@@ -112,23 +120,22 @@ fn past_its_startup_time_a_silent_subscriber_is_dropped() {
     assert!(err.to_string().contains("while starting"), "{err}");
 }
 
-#[test]
-fn after_its_startup_time_the_ack_timeout_applies() {
+fn after_its_startup_time_the_ack_timeout_applies(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("steady");
     let mut cfg = strict(&key, dir.path(), 2, Duration::from_millis(100));
     cfg.startup_timeout = Duration::from_millis(600);
-    let mut publisher = Publisher::create(cfg).unwrap();
-    let mut sub = subscribe(&key, dir.path(), "steady");
-    publish_pattern(&mut publisher);
+    let mut publisher = backend.publisher(cfg);
+    let mut sub = backend.subscribe(&key, dir.path(), "steady");
+    publisher.publish_pattern();
     sub.next(SECOND).unwrap().release().unwrap();
     std::thread::sleep(Duration::from_millis(650)); // start-up is over
     let _held = sub.next(Some(Duration::ZERO)).err(); // nothing new
-    publish_pattern(&mut publisher);
+    publisher.publish_pattern();
     let holding = sub.next(SECOND).unwrap(); // seq 2, held
     let started = Instant::now();
-    publish_pattern(&mut publisher); // slot of seq 1: free
-    publish_pattern(&mut publisher); // both owed: seq 2 held, seq 3 unread
+    publisher.publish_pattern(); // slot of seq 1: free
+    publisher.publish_pattern(); // both owed: seq 2 held, seq 3 unread
     let waited = started.elapsed();
     assert_eq!(publisher.stats().ack_timeouts, 1);
     assert!(
@@ -138,15 +145,14 @@ fn after_its_startup_time_the_ack_timeout_applies() {
     drop(holding);
 }
 
-#[test]
-fn auto_copy_lets_a_consumer_hold_more_frames_than_the_ring() {
+fn auto_copy_lets_a_consumer_hold_more_frames_than_the_ring(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("holdmany");
-    let publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_millis(300))).unwrap();
-    let mut sub = subscribe_with(&key, dir.path(), "encoder", CopyMode::Auto);
+    let publisher = backend.publisher(strict(&key, dir.path(), 4, Duration::from_millis(300)));
+    let mut sub = subscribe_with(backend, &key, dir.path(), "encoder", CopyMode::Auto);
     let publishing = publish_in_thread(publisher, 60);
     let (seqs, bad, most_slots) = read_holding(&mut sub, 60, 10);
-    let publisher = publishing.join().unwrap();
+    let mut publisher = publishing.join().unwrap();
     assert_eq!(seqs, (1..=60).collect::<Vec<_>>());
     assert_eq!(bad, 0, "every frame intact");
     assert_eq!(
@@ -164,30 +170,28 @@ fn auto_copy_lets_a_consumer_hold_more_frames_than_the_ring() {
     );
 }
 
-#[test]
-fn two_consumers_holding_different_depths_share_the_ring_without_a_stall() {
+fn two_consumers_holding_different_depths_share_the_ring_without_a_stall(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("twoholders");
-    let publisher = Publisher::create(strict(&key, dir.path(), 4, Duration::from_millis(300))).unwrap();
-    let mut deep = subscribe_with(&key, dir.path(), "deep", CopyMode::Auto);
-    let mut shallow = subscribe_with(&key, dir.path(), "shallow", CopyMode::Auto);
+    let publisher = backend.publisher(strict(&key, dir.path(), 4, Duration::from_millis(300)));
+    let mut deep = subscribe_with(backend, &key, dir.path(), "deep", CopyMode::Auto);
+    let mut shallow = subscribe_with(backend, &key, dir.path(), "shallow", CopyMode::Auto);
     let publishing = publish_in_thread(publisher, 80);
     let other = std::thread::spawn(move || read_holding(&mut shallow, 80, 1));
     let (seqs, bad, _) = read_holding(&mut deep, 80, 12);
     let (seqs2, bad2, _) = other.join().unwrap();
-    let publisher = publishing.join().unwrap();
+    let mut publisher = publishing.join().unwrap();
     assert_eq!(seqs, (1..=80).collect::<Vec<_>>());
     assert_eq!(seqs2, seqs);
     assert_eq!(bad + bad2, 0);
     assert_eq!(publisher.stats().ack_timeouts, 0);
 }
 
-#[test]
-fn never_copy_holding_every_slot_is_dropped_after_the_timeout() {
+fn never_copy_holding_every_slot_is_dropped_after_the_timeout(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("holdall");
-    let publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_millis(100))).unwrap();
-    let mut sub = subscribe_with(&key, dir.path(), "hoarder", CopyMode::Never);
+    let publisher = backend.publisher(strict(&key, dir.path(), 2, Duration::from_millis(100)));
+    let mut sub = subscribe_with(backend, &key, dir.path(), "hoarder", CopyMode::Never);
     let publishing = publish_in_thread(publisher, 5);
     let mut held = Vec::new();
     let err = loop {
@@ -196,23 +200,23 @@ fn never_copy_holding_every_slot_is_dropped_after_the_timeout() {
             Err(e) => break e,
         }
     };
-    let publisher = publishing.join().unwrap();
+    let mut publisher = publishing.join().unwrap();
     assert_eq!(err.kind(), ErrorKind::Disconnected, "{err}");
     assert_eq!(held.len(), 2, "both slots, then nothing");
     assert_eq!(publisher.stats().ack_timeouts, 1);
 }
 
-#[test]
-fn copy_always_releases_every_slot_at_once() {
+fn copy_always_releases_every_slot_at_once(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("copyall");
-    let mut publisher = Publisher::create(strict(&key, dir.path(), 2, Duration::from_millis(100))).unwrap();
-    let mut sub = subscribe_with(&key, dir.path(), "copier", CopyMode::Always);
+    let mut publisher = backend.publisher(strict(&key, dir.path(), 2, Duration::from_millis(100)));
+    let mut sub = subscribe_with(backend, &key, dir.path(), "copier", CopyMode::Always);
     let mut held = Vec::new();
     for _ in 0..6 {
-        publish_pattern(&mut publisher); // never waits: every slot is free
+        publisher.publish_pattern(); // never waits: every slot is free
         let lease = sub.next(SECOND).unwrap();
         assert!(lease.is_copy() && lease.is_intact());
+        backend.check_lease(&lease); // a copy in the backend's memory
         held.push(lease);
     }
     assert_eq!(publisher.stats().ack_waits, 0);
@@ -223,19 +227,18 @@ fn copy_always_releases_every_slot_at_once() {
     assert_eq!(sub.stats().copied, 6);
 }
 
-#[test]
-fn under_drop_oldest_auto_copies_are_never_torn() {
+fn under_drop_oldest_auto_copies_are_never_torn(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("dropcopy");
     let mut cfg = config(&key, dir.path());
     cfg.ring_size = 2;
-    let mut publisher = Publisher::create(cfg).unwrap();
-    let mut sub = subscribe_with(&key, dir.path(), "keeper", CopyMode::Auto);
-    publish_pattern(&mut publisher);
+    let mut publisher = backend.publisher(cfg);
+    let mut sub = subscribe_with(backend, &key, dir.path(), "keeper", CopyMode::Auto);
+    publisher.publish_pattern();
     let first = sub.next(SECOND).unwrap();
     assert!(first.is_copy());
     for _ in 0..5 {
-        publish_pattern(&mut publisher); // laps the ring twice
+        publisher.publish_pattern(); // laps the ring twice
     }
     assert!(
         first.is_intact() && lease_matches(&first),
@@ -248,19 +251,18 @@ fn under_drop_oldest_auto_copies_are_never_torn() {
 
 /// D26: the read-ahead thread keeps a consumer that is still
 /// starting from losing frames under drop-oldest.
-#[test]
-fn read_ahead_keeps_a_slow_starter_from_losing_frames_under_drop_oldest() {
+fn read_ahead_keeps_a_slow_starter_from_losing_frames_under_drop_oldest(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("readahead");
     let mut cfg = config(&key, dir.path());
     cfg.ring_size = 4;
-    let mut publisher = Publisher::create(cfg).unwrap();
-    let mut c = subscriber_config(&key, dir.path(), "late");
+    let mut publisher = backend.publisher(cfg);
+    let mut c = backend.subscriber_config(&key, dir.path(), "late");
     c.copy = CopyMode::Auto;
     c.read_ahead = 32;
-    let mut sub = Subscriber::connect(c).unwrap();
+    let mut sub = backend.connect(c);
     for _ in 0..20 {
-        publish_pattern(&mut publisher); // 5 times the ring, nobody reading yet
+        publisher.publish_pattern(); // 5 times the ring, nobody reading yet
         std::thread::sleep(Duration::from_millis(20));
     }
     let (seqs, bad, most_slots) = read_holding(&mut sub, 20, 0);
@@ -273,19 +275,18 @@ fn read_ahead_keeps_a_slow_starter_from_losing_frames_under_drop_oldest() {
 
 /// A full read-ahead queue stops taking frames: what the ring laps
 /// meanwhile is counted, never silently lost.
-#[test]
-fn frames_lapped_past_a_full_read_ahead_queue_are_counted() {
+fn frames_lapped_past_a_full_read_ahead_queue_are_counted(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let key = unique_key("readaheadfull");
     let mut cfg = config(&key, dir.path());
     cfg.ring_size = 2;
-    let mut publisher = Publisher::create(cfg).unwrap();
-    let mut c = subscriber_config(&key, dir.path(), "full");
+    let mut publisher = backend.publisher(cfg);
+    let mut c = backend.subscriber_config(&key, dir.path(), "full");
     c.copy = CopyMode::Auto;
     c.read_ahead = 3;
-    let mut sub = Subscriber::connect(c).unwrap();
+    let mut sub = backend.connect(c);
     for _ in 0..12 {
-        publish_pattern(&mut publisher);
+        publisher.publish_pattern();
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(eventually(Duration::from_secs(2), || sub.queued() == 3));
@@ -313,3 +314,16 @@ fn frames_lapped_past_a_full_read_ahead_queue_are_counted() {
     assert_eq!(stats.received + stats.dropped, 12, "{stats:?}");
     assert_eq!(lost, stats.dropped, "every loss is on some frame's lost_before");
 }
+
+every_backend!(
+    a_subscriber_slower_to_start_than_the_ack_timeout_is_not_dropped,
+    past_its_startup_time_a_silent_subscriber_is_dropped,
+    after_its_startup_time_the_ack_timeout_applies,
+    auto_copy_lets_a_consumer_hold_more_frames_than_the_ring,
+    two_consumers_holding_different_depths_share_the_ring_without_a_stall,
+    never_copy_holding_every_slot_is_dropped_after_the_timeout,
+    copy_always_releases_every_slot_at_once,
+    under_drop_oldest_auto_copies_are_never_torn,
+    read_ahead_keeps_a_slow_starter_from_losing_frames_under_drop_oldest,
+    frames_lapped_past_a_full_read_ahead_queue_are_counted,
+);
