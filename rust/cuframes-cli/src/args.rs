@@ -54,8 +54,8 @@ pub enum Command {
     #[command(hide = true)]
     Manpage(ManpageArgs),
     /// Internal: a subscriber process of `cuframes bench`.
-    #[command(name = "__bench-worker", hide = true)]
-    BenchWorker(BenchWorkerArgs),
+    #[command(name = cuframes_bench::WORKER_COMMAND, hide = true)]
+    BenchWorker(cuframes_bench::WorkerArgs),
 }
 
 // ---------------------------------------------------------------- choices
@@ -317,6 +317,11 @@ pub enum TransportArg {
 
 /// Shells `cuframes completions` writes for.
 pub type ShellArg = clap_complete::Shell;
+
+/// An invalid-argument error.
+pub fn invalid(message: impl Into<String>) -> cuframes::Error {
+    cuframes::Error::new(cuframes::ErrorKind::InvalidArgument, message)
+}
 
 // ---------------------------------------------------------------- legacy options
 
@@ -598,50 +603,6 @@ pub struct ManpageArgs {
     /// Write cuframes.1 and one page per command (cuframes-publish.1, ...) into this directory instead of printing cuframes.1.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-}
-
-/// What `cuframes bench` passes to each of its subscriber processes.
-#[derive(Debug, Args)]
-pub struct BenchWorkerArgs {
-    /// cuframes, pipe or shm-copy.
-    #[arg(long)]
-    pub transport: String,
-    /// For cuframes the key, for shm-copy the shared memory file.
-    #[arg(long, default_value = "")]
-    pub target: String,
-    /// The subscriber's index (0-based).
-    #[arg(long, default_value_t = 0)]
-    pub index: usize,
-    /// host or cuda.
-    #[arg(long)]
-    pub memory: String,
-    /// The pixel format's name.
-    #[arg(long)]
-    pub format: String,
-    /// WIDTHxHEIGHT.
-    #[arg(long)]
-    pub size: String,
-    /// How many frames to expect.
-    #[arg(long)]
-    pub frames: u64,
-    /// How many distinct frames the publisher cycles through.
-    #[arg(long)]
-    pub pool: u64,
-    /// The ring's slots.
-    #[arg(long, default_value_t = 4)]
-    pub ring: usize,
-    /// sample, full or none.
-    #[arg(long)]
-    pub verify: String,
-    /// With sample, every byte of every Nth frame.
-    #[arg(long, default_value_t = 100)]
-    pub verify_every: u64,
-    /// Synchronize the stream before a frame counts as ready.
-    #[arg(long)]
-    pub cuda_sync: bool,
-    /// Fail when no frame arrives for this many ms.
-    #[arg(long, default_value_t = 10000)]
-    pub timeout_ms: u64,
 }
 
 #[cfg(test)]

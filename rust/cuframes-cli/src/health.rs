@@ -10,7 +10,7 @@ use cuframes::Result;
 use cuframes::protocol::SUBSCRIBER_ACTIVE;
 
 use crate::args::HealthArgs;
-use crate::bench::invalid;
+use crate::args::invalid;
 
 pub fn run(a: HealthArgs) -> Result<ExitCode> {
     if a.max_age.get().is_zero() {

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         Command::Health(a) => health::run(a),
         Command::Completions(a) => manual::completions(a),
         Command::Manpage(a) => manual::manpage(a),
-        Command::BenchWorker(a) => bench::worker::run(a),
+        Command::BenchWorker(a) => cuframes_bench::worker::run(a),
     };
     match result {
         Ok(code) => code,

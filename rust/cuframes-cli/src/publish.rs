@@ -8,7 +8,7 @@ use cuframes::{
     Result, pattern,
 };
 
-use crate::args::{MemoryArg, PublishArgs, legacy_ms, policy_name};
+use crate::args::{MemoryArg, PublishArgs, invalid, legacy_ms, policy_name};
 use crate::duration::Dur;
 use crate::signals::{self, StopFlag};
 
@@ -81,10 +81,6 @@ pub fn run(a: PublishArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn invalid(message: String) -> Error {
-    Error::new(cuframes::ErrorKind::InvalidArgument, message)
-}
-
 /// Resolves the timeouts and checks the size, the rate and the subscribers
 /// to wait for, in that order (the first bad option is the one named).
 fn check(a: &PublishArgs) -> Result<Checked> {
@@ -142,7 +138,7 @@ fn publisher_config(a: &PublishArgs, checked: &Checked) -> Result<PublisherConfi
         config.memory = match config.memory {
             MemoryRequest::Host => {
                 return Err(invalid(
-                    "--cuda-device needs CUDA memory (--memory cuda or auto), not --memory host".into(),
+                    "--cuda-device needs CUDA memory (--memory cuda or auto), not --memory host",
                 ));
             }
             MemoryRequest::Auto | MemoryRequest::Cuda => MemoryRequest::Cuda,

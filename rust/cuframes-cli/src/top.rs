@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::bench::invalid;
+use crate::args::invalid;
 use cuframes::inspect::{Inspection, inspect as inspect_key};
 use cuframes::list_keys;
 use cuframes::protocol::{SUBSCRIBER_ACTIVE, SUBSCRIBER_CONNECTING, SUBSCRIBER_DRAINING};

@@ -39,22 +39,7 @@ fn decade_label(exp: i32) -> String {
 
 /// An SVG of the latency CDFs; `curves` are (name, latencies in ns, sorted).
 pub fn latency_cdf_svg(title: &str, curves: &[(String, Vec<u64>)]) -> String {
-    let values = curves.iter().flat_map(|(_, v)| v.iter().copied());
-    let min_us = values
-        .clone()
-        .min()
-        .map_or(1.0, |ns| (ns as f64 / 1000.0).max(0.1));
-    let max_us = values.max().map_or(10.0, |ns| (ns as f64 / 1000.0).max(0.1));
-    let lo = min_us.log10().floor() as i32;
-    let mut hi = max_us.log10().ceil() as i32;
-    if hi <= lo {
-        hi = lo + 1;
-    }
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let x_of = |us: f64| LEFT + (us.max(0.1).log10() - lo as f64) / (hi - lo) as f64 * plot_w;
-    let y_of = |fraction: f64| TOP + (1.0 - fraction) * plot_h;
-
+    let axes = Axes::spanning(curves);
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -67,117 +52,181 @@ pub fn latency_cdf_svg(title: &str, curves: &[(String, Vec<u64>)]) -> String {
     let _ = writeln!(
         svg,
         r#"<text x="{}" y="28" text-anchor="middle" font-size="15">{}</text>"#,
-        LEFT + plot_w / 2.0,
+        LEFT + axes.width / 2.0,
         escape(title)
     );
-    // Grid: decades and their 2..9 multiples on x, quarters and p99 on y.
-    for exp in lo..=hi {
-        let base = 10f64.powi(exp);
-        let x = x_of(base);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#bbb"/>"##,
-            TOP + plot_h
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            TOP + plot_h + 20.0,
-            decade_label(exp)
-        );
-        if exp < hi {
-            for m in 2..10 {
-                let x = x_of(base * m as f64);
-                let _ = writeln!(
-                    svg,
-                    r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/>"##,
-                    TOP + plot_h
-                );
-            }
-        }
-    }
-    for (fraction, label) in [
-        (0.0, "0"),
-        (0.25, "0.25"),
-        (0.5, "0.5"),
-        (0.75, "0.75"),
-        (0.99, "0.99"),
-        (1.0, "1"),
-    ] {
-        let y = y_of(fraction);
-        let dash = if fraction == 0.99 {
-            r#" stroke-dasharray="4 3""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ccc"{dash}/>"##,
-            LEFT + plot_w
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text>"#,
-            LEFT - 8.0,
-            y + 4.0
-        );
-    }
-    // Axes and their labels.
-    let _ = writeln!(
-        svg,
-        r#"<line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black"/>"#,
-        TOP + plot_h,
-        LEFT + plot_w,
-        TOP + plot_h
-    );
-    let _ = writeln!(
-        svg,
-        r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="black"/>"#,
-        TOP + plot_h
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">publish → subscriber ready latency (µs, log scale)</text>"#,
-        LEFT + plot_w / 2.0,
-        HEIGHT - 20.0
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text x="20" y="{:.1}" text-anchor="middle" transform="rotate(-90 20 {:.1})">fraction of frames (CDF)</text>"#,
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0
-    );
-    // One path per curve, and the legend.
+    axes.latency_grid(&mut svg);
+    axes.fraction_grid(&mut svg);
+    axes.lines_and_labels(&mut svg);
     for (i, (name, ns)) in curves.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let mut d = String::new();
-        if !ns.is_empty() {
-            let n = ns.len();
-            let points = n.min(POINTS);
-            let mut last_y = y_of(0.0);
-            for k in 0..points {
-                let idx = if points == 1 {
-                    n - 1
-                } else {
-                    k * (n - 1) / (points - 1)
-                };
-                let x = x_of(ns[idx] as f64 / 1000.0);
-                let y = y_of((idx + 1) as f64 / n as f64);
-                if k == 0 {
-                    let _ = write!(d, "M{x:.1},{last_y:.1}");
-                }
-                // A step: up at this latency.
-                let _ = write!(d, " L{x:.1},{last_y:.1} L{x:.1},{y:.1}");
-                last_y = y;
-            }
-        }
         let _ = writeln!(
             svg,
-            r#"<path class="curve" data-transport="{}" d="{d}" fill="none" stroke="{color}" stroke-width="2"/>"#,
-            escape(name)
+            r#"<path class="curve" data-transport="{}" d="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+            escape(name),
+            axes.cdf_path(ns)
         );
+        axes.legend_entry(&mut svg, i, name, ns, color);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The plot area: latency decades `lo..=hi` (10^n µs) across, the
+/// fraction of frames 0..1 up.
+#[derive(Debug)]
+struct Axes {
+    lo: i32,
+    hi: i32,
+    width: f64,
+    height: f64,
+}
+
+impl Axes {
+    /// The decades around every latency of `curves` (at least one).
+    fn spanning(curves: &[(String, Vec<u64>)]) -> Axes {
+        let values = curves.iter().flat_map(|(_, v)| v.iter().copied());
+        let min_us = values
+            .clone()
+            .min()
+            .map_or(1.0, |ns| (ns as f64 / 1000.0).max(0.1));
+        let max_us = values.max().map_or(10.0, |ns| (ns as f64 / 1000.0).max(0.1));
+        let lo = min_us.log10().floor() as i32;
+        let hi = (max_us.log10().ceil() as i32).max(lo + 1);
+        Axes {
+            lo,
+            hi,
+            width: WIDTH - LEFT - RIGHT,
+            height: HEIGHT - TOP - BOTTOM,
+        }
+    }
+
+    fn x_of(&self, us: f64) -> f64 {
+        LEFT + (us.max(0.1).log10() - self.lo as f64) / (self.hi - self.lo) as f64 * self.width
+    }
+
+    fn y_of(&self, fraction: f64) -> f64 {
+        TOP + (1.0 - fraction) * self.height
+    }
+
+    fn bottom(&self) -> f64 {
+        TOP + self.height
+    }
+
+    /// Vertical lines: decades (labelled) and their 2..9 multiples.
+    fn latency_grid(&self, svg: &mut String) {
+        let bottom = self.bottom();
+        for exp in self.lo..=self.hi {
+            let base = 10f64.powi(exp);
+            let x = self.x_of(base);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{bottom:.1}" stroke="#bbb"/>"##
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                bottom + 20.0,
+                decade_label(exp)
+            );
+            if exp < self.hi {
+                for m in 2..10 {
+                    let x = self.x_of(base * m as f64);
+                    let _ = writeln!(
+                        svg,
+                        r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{bottom:.1}" stroke="#eee"/>"##
+                    );
+                }
+            }
+        }
+    }
+
+    /// Horizontal lines: quarters, and p99 dashed, labelled.
+    fn fraction_grid(&self, svg: &mut String) {
+        for (fraction, label) in [
+            (0.0, "0"),
+            (0.25, "0.25"),
+            (0.5, "0.5"),
+            (0.75, "0.75"),
+            (0.99, "0.99"),
+            (1.0, "1"),
+        ] {
+            let y = self.y_of(fraction);
+            let dash = if fraction == 0.99 {
+                r#" stroke-dasharray="4 3""#
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ccc"{dash}/>"##,
+                LEFT + self.width
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text>"#,
+                LEFT - 8.0,
+                y + 4.0
+            );
+        }
+    }
+
+    /// The two axes and what they measure.
+    fn lines_and_labels(&self, svg: &mut String) {
+        let bottom = self.bottom();
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{LEFT}" y1="{bottom:.1}" x2="{:.1}" y2="{bottom:.1}" stroke="black"/>"#,
+            LEFT + self.width
+        );
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom:.1}" stroke="black"/>"#
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">publish → subscriber ready latency (µs, log scale)</text>"#,
+            LEFT + self.width / 2.0,
+            HEIGHT - 20.0
+        );
+        let middle = TOP + self.height / 2.0;
+        let _ = writeln!(
+            svg,
+            r#"<text x="20" y="{middle:.1}" text-anchor="middle" transform="rotate(-90 20 {middle:.1})">fraction of frames (CDF)</text>"#
+        );
+    }
+
+    /// The path data of one CDF (`ns` sorted), as steps up at each
+    /// latency, sampled evenly in rank; empty for no frames.
+    fn cdf_path(&self, ns: &[u64]) -> String {
+        let mut d = String::new();
+        if ns.is_empty() {
+            return d;
+        }
+        let n = ns.len();
+        let points = n.min(POINTS);
+        let mut last_y = self.y_of(0.0);
+        for k in 0..points {
+            let idx = if points == 1 {
+                n - 1
+            } else {
+                k * (n - 1) / (points - 1)
+            };
+            let x = self.x_of(ns[idx] as f64 / 1000.0);
+            let y = self.y_of((idx + 1) as f64 / n as f64);
+            if k == 0 {
+                let _ = write!(d, "M{x:.1},{last_y:.1}");
+            }
+            let _ = write!(d, " L{x:.1},{last_y:.1} L{x:.1},{y:.1}");
+            last_y = y;
+        }
+        d
+    }
+
+    /// Curve `i`'s line, name and percentiles, right of the plot.
+    fn legend_entry(&self, svg: &mut String, i: usize, name: &str, ns: &[u64], color: &str) {
         let ly = TOP + 20.0 + i as f64 * 40.0;
-        let lx = LEFT + plot_w + 20.0;
+        let lx = LEFT + self.width + 20.0;
         let _ = writeln!(
             svg,
             r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/>"#,
@@ -206,8 +255,6 @@ pub fn latency_cdf_svg(title: &str, curves: &[(String, Vec<u64>)]) -> String {
             ly + 19.0
         );
     }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 #[cfg(test)]

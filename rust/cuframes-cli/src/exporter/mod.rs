@@ -17,7 +17,7 @@ use cuframes::Result;
 use cuframes::inspect::Inspection;
 
 use crate::args::ExporterArgs;
-use crate::bench::invalid;
+use crate::args::invalid;
 
 /// The longest one key's header may take to read: a publisher asked for it
 /// over its socket that has not answered by then makes the key a scrape

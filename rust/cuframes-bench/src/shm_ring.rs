@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
-use super::invalid;
 use cuframes::{Error, ErrorKind, Result};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
 
@@ -62,7 +61,10 @@ impl ShmRing {
     /// Creates `path` (which must not exist) for `ring` slots of `frame_bytes`.
     pub fn create(path: &Path, ring: usize, frame_bytes: usize) -> Result<ShmRing> {
         if ring == 0 || ring > MAX_RING {
-            return Err(invalid(format!("shm-copy ring of {ring} slots (1-{MAX_RING})")));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("shm-copy ring of {ring} slots (1-{MAX_RING})"),
+            ));
         }
         let (_, total) = Self::total(ring, frame_bytes);
         let file = OpenOptions::new()
