@@ -53,6 +53,33 @@
 #define CUFRAMES_DEFAULT_STARTUP_TIMEOUT_MS 10000
 
 /**
+ * Frames queued by the read-ahead thread by default (`read_ahead` after
+ * `cuframes_subscriber_config_init`; 0 still means no thread): the
+ * library's default, `cuframes::defaults::READ_AHEAD`.
+ */
+#define CUFRAMES_DEFAULT_READ_AHEAD 32
+
+/**
+ * Bound on the handshake by default (also when `connect_timeout_ms` is 0), ms.
+ */
+#define CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS 30000
+
+/**
+ * How long a subscriber waits for a publisher of its key to appear, ms: for
+ * callers that retry `cuframes_subscriber_create` while it returns
+ * `NOT_FOUND` (the library looks once), as the FFmpeg components, Python and
+ * `cuframes subscribe` do.
+ */
+#define CUFRAMES_DEFAULT_WAIT_TIMEOUT_MS 30000
+
+/**
+ * How long a subscriber waits for a frame by default, ms: for the
+ * `timeout_ms` callers give `cuframes_subscriber_next`, as the FFmpeg
+ * components, Python and `cuframes subscribe` do.
+ */
+#define CUFRAMES_DEFAULT_FRAME_TIMEOUT_MS 5000
+
+/**
  * Bytes of side data one frame carries at most (8 per entry included).
  */
 #define CUFRAMES_SIDE_DATA_CAPACITY 4096
@@ -501,7 +528,8 @@ typedef struct cuframes_subscriber_config {
     cuframes_subscriber_mode mode;
     /**
      * Bound on the whole handshake (CUDA memory: making the CUDA context
-     * and mapping the slots included); init: 30000 (0 = 30000).
+     * and mapping the slots included); init:
+     * CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS (30000; 0 = the same).
      */
     uint32_t connect_timeout_ms;
     /**
@@ -521,15 +549,17 @@ typedef struct cuframes_subscriber_config {
      */
     const char *runtime_dir;
     /**
-     * Shared slots or private copies; init: CUFRAMES_COPY_NEVER.
+     * Shared slots or private copies; init: CUFRAMES_COPY_AUTO (before
+     * 0.3: NEVER; 0, a zeroed config's, is NEVER).
      */
     cuframes_copy_mode copy;
     /**
      * Read-ahead, under DROP_OLDEST: a library thread takes frames as they
      * are published and queues up to this many for
      * `cuframes_subscriber_next`, so a consumer that is starting or briefly
-     * slow loses nothing (use it with CUFRAMES_COPY_AUTO). init: 0 = no
-     * thread. Ignored under STRICT_WAIT (the publisher waits instead).
+     * slow loses nothing (use it with CUFRAMES_COPY_AUTO). init:
+     * CUFRAMES_DEFAULT_READ_AHEAD (32; before 0.3: 0); 0 = no thread.
+     * Ignored under STRICT_WAIT (the publisher waits instead).
      */
     uint32_t read_ahead;
     /**
@@ -1306,8 +1336,9 @@ void cuframes_publisher_destroy(struct cuframes_publisher *publisher);
 /**
  * Fills `config`, a struct of `size` bytes, with the defaults:
  * `struct_size` = `size`, key and name NULL, mode SEQUENTIAL,
- * connect_timeout_ms 30000, CUDA context and stream NULL, cuda_device -1,
- * runtime_dir NULL, copy NEVER, read_ahead 0, log_callback and log_opaque
+ * connect_timeout_ms CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS, CUDA context and
+ * stream NULL, cuda_device -1, runtime_dir NULL, copy AUTO, read_ahead
+ * CUFRAMES_DEFAULT_READ_AHEAD, log_callback and log_opaque
  * NULL; bytes past the fields this
  * library knows (a newer header's) zero. Call it through the header's
  * `cuframes_subscriber_config_init(config)`, which passes `sizeof *config`.

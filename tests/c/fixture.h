@@ -42,11 +42,16 @@ static inline void publisher_config(cuframes_publisher_config *config, const cha
     config->runtime_dir = runtime_dir();
 }
 
-/* A subscriber config from _init: `key`, the private runtime directory. */
+/* A subscriber config from _init: `key`, the private runtime directory, and
+ * the shared slots without a read-ahead thread (copy NEVER, read_ahead 0):
+ * these tests are about the slots; copies and read-ahead, the defaults since
+ * 0.3, are asked for by the tests of them. */
 static inline void subscriber_config(cuframes_subscriber_config *config, const char *key) {
     cuframes_subscriber_config_init(config);
     config->key = key;
     config->runtime_dir = runtime_dir();
+    config->copy = CUFRAMES_COPY_NEVER;
+    config->read_ahead = 0;
 }
 
 /* One stream: its key, both configs, and the handles made from them (NULL

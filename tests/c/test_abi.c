@@ -64,6 +64,16 @@ static int test_old_header_moves_frames(void) {
     /* 0.3 made the library's default ring 16 (as the muxer's): old programs get it too. */
     CHECK(f.pconfig.ring_size == 16 && f.pconfig.cuda_device == -1 && f.pconfig.reserved == 0);
     CHECK(f.sconfig.struct_size == sizeof f.sconfig);
+    {
+        /* 0.3 made copy AUTO and a read-ahead of 32 the subscriber's defaults
+         * (the command's and FFmpeg's): old programs get them too. (The
+         * fixture asks for the slots themselves.) */
+        cuframes_subscriber_config s;
+        memset(&s, 0xAB, sizeof s);
+        cuframes_subscriber_config_init(&s);
+        CHECK(s.struct_size == sizeof s && s.copy == CUFRAMES_COPY_AUTO && s.read_ahead == 32);
+        CHECK(s.connect_timeout_ms == 30000);
+    }
     f.pconfig.ring_size = 8; /* the 6 frames wait in the ring until read */
     f.pconfig.fps_num = 25;
     f.pconfig.fps_den = 1;

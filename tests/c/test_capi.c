@@ -120,10 +120,14 @@ static int test_config_init_defaults(void) {
     CHECK(s.struct_size == sizeof s);
     CHECK(s.key == NULL && s.name == NULL && s.runtime_dir == NULL);
     CHECK(s.mode == CUFRAMES_MODE_SEQUENTIAL);
-    CHECK(s.connect_timeout_ms == 30000);
+    CHECK(s.connect_timeout_ms == CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS && CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS == 30000);
     CHECK(s.cuda_context == NULL && s.cuda_stream == NULL);
     CHECK(s.cuda_device == -1);
-    CHECK(s.copy == CUFRAMES_COPY_NEVER && s.read_ahead == 0);
+    /* 0.3: copies of what the ring cannot spare, read ahead under DROP_OLDEST (D39). */
+    CHECK(s.copy == CUFRAMES_COPY_AUTO);
+    CHECK(s.read_ahead == CUFRAMES_DEFAULT_READ_AHEAD && CUFRAMES_DEFAULT_READ_AHEAD == 32);
+    /* For the callers' own loops: how long to wait for a publisher, and for a frame. */
+    CHECK(CUFRAMES_DEFAULT_WAIT_TIMEOUT_MS == 30000 && CUFRAMES_DEFAULT_FRAME_TIMEOUT_MS == 5000);
     CHECK(p.cuda_share == CUFRAMES_CUDA_SHARE_AUTO);
     cuframes_publisher_config_init(NULL); /* ignored */
     cuframes_subscriber_config_init(NULL);

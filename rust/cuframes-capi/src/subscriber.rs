@@ -1,11 +1,13 @@
 //! `cuframes_subscriber`: a connection to a publisher, handing out frames.
 //!
-//! Here with its config (`cuframes_subscriber_config`: its defaults and the
-//! checks `_create` makes of it), the enumerations only it takes
+//! Here with its config (`cuframes_subscriber_config`: its defaults,
+//! `CUFRAMES_DEFAULT_*` of the subscriber's options, and the checks
+//! `_create` makes of it), the enumerations only it takes
 //! (`cuframes_subscriber_mode`, `cuframes_copy_mode`), and its counters
 //! (`cuframes_subscriber_stats`). Zero-initialised config fields mean the
-//! same defaults, except `key`; `_create` reads the config by its
-//! `struct_size` (`sized.rs`).
+//! same defaults, except `key`, and `copy` and `read_ahead`, whose 0 keeps
+//! its meaning (NEVER; no read-ahead thread); `_create` reads the config by
+//! its `struct_size` (`sized.rs`).
 
 use std::ffi::{c_char, c_void};
 use std::mem::offset_of;
@@ -46,9 +48,30 @@ pub const CUFRAMES_COPY_AUTO: cuframes_copy_mode = 1;
 /// Always a private copy; the slot is released at once.
 pub const CUFRAMES_COPY_ALWAYS: cuframes_copy_mode = 2;
 
-/// Handshake bound used when `connect_timeout_ms` is 0: the library's
-/// default (`SubscriberConfig::new`; a test keeps them equal).
-const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 30000;
+/// Frames queued by the read-ahead thread by default (`read_ahead` after
+/// `cuframes_subscriber_config_init`; 0 still means no thread): the
+/// library's default, `cuframes::defaults::READ_AHEAD`.
+pub const CUFRAMES_DEFAULT_READ_AHEAD: u32 = 32;
+/// Bound on the handshake by default (also when `connect_timeout_ms` is 0), ms.
+pub const CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS: u32 = 30000;
+/// How long a subscriber waits for a publisher of its key to appear, ms: for
+/// callers that retry `cuframes_subscriber_create` while it returns
+/// `NOT_FOUND` (the library looks once), as the FFmpeg components, Python and
+/// `cuframes subscribe` do.
+pub const CUFRAMES_DEFAULT_WAIT_TIMEOUT_MS: u32 = 30000;
+/// How long a subscriber waits for a frame by default, ms: for the
+/// `timeout_ms` callers give `cuframes_subscriber_next`, as the FFmpeg
+/// components, Python and `cuframes subscribe` do.
+pub const CUFRAMES_DEFAULT_FRAME_TIMEOUT_MS: u32 = 5000;
+// The header's numbers are literals (cbindgen writes them out); they are the
+// library's, or this does not build.
+const _: () = assert!(CUFRAMES_DEFAULT_READ_AHEAD as usize == cuframes::defaults::READ_AHEAD);
+const _: () =
+    assert!(CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS as u128 == cuframes::defaults::CONNECT_TIMEOUT.as_millis());
+const _: () =
+    assert!(CUFRAMES_DEFAULT_WAIT_TIMEOUT_MS as u128 == cuframes::defaults::WAIT_FOR_PUBLISHER.as_millis());
+const _: () =
+    assert!(CUFRAMES_DEFAULT_FRAME_TIMEOUT_MS as u128 == cuframes::defaults::FRAME_TIMEOUT.as_millis());
 
 /// How to subscribe. Initialise with `cuframes_subscriber_config_init`, then
 /// set at least `key`.
@@ -66,7 +89,8 @@ pub struct cuframes_subscriber_config {
     /// Frame selection; init: CUFRAMES_MODE_SEQUENTIAL.
     pub mode: cuframes_subscriber_mode,
     /// Bound on the whole handshake (CUDA memory: making the CUDA context
-    /// and mapping the slots included); init: 30000 (0 = 30000).
+    /// and mapping the slots included); init:
+    /// CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS (30000; 0 = the same).
     pub connect_timeout_ms: u32,
     /// CUcontext frames are mapped in (CUDA memory only); NULL = current.
     pub cuda_context: *mut c_void,
@@ -76,13 +100,15 @@ pub struct cuframes_subscriber_config {
     pub cuda_device: i32,
     /// Where to find the key's socket; as for the publisher.
     pub runtime_dir: *const c_char,
-    /// Shared slots or private copies; init: CUFRAMES_COPY_NEVER.
+    /// Shared slots or private copies; init: CUFRAMES_COPY_AUTO (before
+    /// 0.3: NEVER; 0, a zeroed config's, is NEVER).
     pub copy: cuframes_copy_mode,
     /// Read-ahead, under DROP_OLDEST: a library thread takes frames as they
     /// are published and queues up to this many for
     /// `cuframes_subscriber_next`, so a consumer that is starting or briefly
-    /// slow loses nothing (use it with CUFRAMES_COPY_AUTO). init: 0 = no
-    /// thread. Ignored under STRICT_WAIT (the publisher waits instead).
+    /// slow loses nothing (use it with CUFRAMES_COPY_AUTO). init:
+    /// CUFRAMES_DEFAULT_READ_AHEAD (32; before 0.3: 0); 0 = no thread.
+    /// Ignored under STRICT_WAIT (the publisher waits instead).
     pub read_ahead: u32,
     /// Where this subscriber's messages go (from its calls and its
     /// read-ahead thread), with `log_opaque`; never called once
@@ -114,13 +140,13 @@ impl cuframes_subscriber_config {
             key: std::ptr::null(),
             name: std::ptr::null(),
             mode: CUFRAMES_MODE_SEQUENTIAL,
-            connect_timeout_ms: DEFAULT_CONNECT_TIMEOUT_MS,
+            connect_timeout_ms: CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS,
             cuda_context: std::ptr::null_mut(),
             cuda_stream: std::ptr::null_mut(),
             cuda_device: -1,
             runtime_dir: std::ptr::null(),
-            copy: CUFRAMES_COPY_NEVER,
-            read_ahead: 0,
+            copy: copy_to_c(cuframes::defaults::COPY),
+            read_ahead: CUFRAMES_DEFAULT_READ_AHEAD,
             log_callback: None,
             log_opaque: std::ptr::null_mut(),
         }
@@ -153,7 +179,7 @@ impl cuframes_subscriber_config {
         }
         config.mode = mode_from_c(self.mode, "config.mode")?;
         config.connect_timeout = Duration::from_millis(match self.connect_timeout_ms {
-            0 => DEFAULT_CONNECT_TIMEOUT_MS,
+            0 => CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS,
             ms => ms,
         } as u64);
         config.cuda = cuda_binding(self.cuda_context, self.cuda_stream);
@@ -173,6 +199,15 @@ fn mode_from_c(value: cuframes_subscriber_mode, what: &str) -> Result<Subscriber
         _ => Err(invalid(format!(
             "{what} {value} is not a cuframes_subscriber_mode (0 SEQUENTIAL, 1 LATEST)"
         ))),
+    }
+}
+
+/// The C name of a copy mode (the library's default, in `_config_init`).
+const fn copy_to_c(copy: CopyMode) -> cuframes_copy_mode {
+    match copy {
+        CopyMode::Never => CUFRAMES_COPY_NEVER,
+        CopyMode::Auto => CUFRAMES_COPY_AUTO,
+        CopyMode::Always => CUFRAMES_COPY_ALWAYS,
     }
 }
 
@@ -232,8 +267,9 @@ unsafe impl Growable for cuframes_subscriber_stats {
 
 /// Fills `config`, a struct of `size` bytes, with the defaults:
 /// `struct_size` = `size`, key and name NULL, mode SEQUENTIAL,
-/// connect_timeout_ms 30000, CUDA context and stream NULL, cuda_device -1,
-/// runtime_dir NULL, copy NEVER, read_ahead 0, log_callback and log_opaque
+/// connect_timeout_ms CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS, CUDA context and
+/// stream NULL, cuda_device -1, runtime_dir NULL, copy AUTO, read_ahead
+/// CUFRAMES_DEFAULT_READ_AHEAD, log_callback and log_opaque
 /// NULL; bytes past the fields this
 /// library knows (a newer header's) zero. Call it through the header's
 /// `cuframes_subscriber_config_init(config)`, which passes `sizeof *config`.
@@ -468,12 +504,34 @@ mod tests {
         assert_eq!(mode_from_c(1, "m").unwrap(), SubscriberMode::Latest);
     }
 
-    /// The library's own default, which the C default states as a number.
+    /// An initialised config, and one whose copy, read-ahead and connect
+    /// timeout are 0, are what the library makes of them.
     #[test]
-    fn connect_timeout_default_is_the_librarys() {
+    fn initialised_configs_take_the_librarys_defaults() {
+        let key = c"k";
+        let library = SubscriberConfig::new("k");
+        let config = cuframes_subscriber_config {
+            key: key.as_ptr(),
+            ..cuframes_subscriber_config::initial()
+        };
+        // SAFETY: key is a NUL-terminated string, name and runtime_dir NULL.
+        let checked = unsafe { config.checked() }.unwrap();
         assert_eq!(
-            u128::from(DEFAULT_CONNECT_TIMEOUT_MS),
-            SubscriberConfig::new("k").connect_timeout.as_millis()
+            (checked.copy, checked.read_ahead, checked.connect_timeout),
+            (library.copy, library.read_ahead, library.connect_timeout)
+        );
+        assert_eq!((config.copy, config.read_ahead), (CUFRAMES_COPY_AUTO, 32));
+        let zeroed = cuframes_subscriber_config {
+            copy: 0,
+            read_ahead: 0,
+            connect_timeout_ms: 0,
+            ..config
+        };
+        // SAFETY: as above.
+        let checked = unsafe { zeroed.checked() }.unwrap();
+        assert_eq!(
+            (checked.copy, checked.read_ahead, checked.connect_timeout),
+            (CopyMode::Never, 0, library.connect_timeout)
         );
     }
 

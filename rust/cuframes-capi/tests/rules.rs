@@ -44,11 +44,18 @@ fn config_init_defaults() {
         (fresh.format, fresh.width, fresh.height, fresh.memory),
         (0, 0, 0, CUFRAMES_MEMORY_AUTO)
     );
-    let s = subscriber_config(&key, &dir);
+    let s = initialised_subscriber_config(&key, &dir);
     assert_eq!(
         (s.mode, s.connect_timeout_ms, s.cuda_device),
-        (CUFRAMES_MODE_SEQUENTIAL, 30000, -1)
+        (CUFRAMES_MODE_SEQUENTIAL, CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS, -1)
     );
+    assert_eq!(CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS, 30000);
+    assert_eq!(
+        (s.copy, s.read_ahead),
+        (CUFRAMES_COPY_AUTO, CUFRAMES_DEFAULT_READ_AHEAD),
+        "0.3: copy auto and a read-ahead of 32, as the command and FFmpeg (D39)"
+    );
+    assert_eq!(CUFRAMES_DEFAULT_READ_AHEAD, 32);
     assert!(s.name.is_null() && s.cuda_context.is_null() && s.cuda_stream.is_null());
 }
 

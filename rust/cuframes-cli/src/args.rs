@@ -182,6 +182,16 @@ pub enum CopyArg {
     Never,
 }
 
+impl From<CopyMode> for CopyArg {
+    fn from(c: CopyMode) -> CopyArg {
+        match c {
+            CopyMode::Auto => CopyArg::Auto,
+            CopyMode::Always => CopyArg::Always,
+            CopyMode::Never => CopyArg::Never,
+        }
+    }
+}
+
 impl From<CopyArg> for CopyMode {
     fn from(c: CopyArg) -> CopyMode {
         match c {
@@ -420,12 +430,12 @@ pub struct SubscribeArgs {
     #[arg(long)]
     pub verify: bool,
     /// Fail when no frame arrives for this long (the first frame: at least --wait-timeout).
-    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    #[arg(long, default_value_t = Dur(cuframes::defaults::FRAME_TIMEOUT), value_name = "DURATION")]
     pub timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "timeout")]
     pub timeout_ms: Option<u64>,
-    /// How long to wait for a publisher of KEY to appear, not counting the time this process spends making its CUDA context meanwhile (0: fail at once when there is none), and then at least this long for its first frame.
-    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    /// How long to wait for a publisher of KEY to appear, not counting the time this process spends making its CUDA context meanwhile (0: fail at once when there is none), and then at least this long for its first frame; services started together come up in any order.
+    #[arg(long, default_value_t = Dur(cuframes::defaults::WAIT_FOR_PUBLISHER), value_name = "DURATION")]
     pub wait_timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "wait_timeout")]
     pub wait_ms: Option<u64>,
@@ -442,13 +452,13 @@ pub struct SubscribeArgs {
     #[arg(long, value_name = "N")]
     pub cuda_device: Option<u32>,
     /// When frames are private copies rather than the shared slots.
-    #[arg(long, value_enum, ignore_case = true, default_value = "auto")]
+    #[arg(long, value_enum, ignore_case = true, default_value_t = CopyArg::from(cuframes::defaults::COPY))]
     pub copy: CopyArg,
     /// Keep the newest N frames unreleased, as an encoder does; frames are checked when taken and again when released.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub hold: usize,
     /// Under drop_oldest, let a reading thread queue up to N frames while this subscriber is busy or still starting (0: no thread).
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    #[arg(long, default_value_t = cuframes::defaults::READ_AHEAD, value_name = "N")]
     pub read_ahead: usize,
     /// Wait this long after subscribing before reading, like a consumer that is still starting.
     #[arg(long, default_value = "0s", value_name = "DURATION")]

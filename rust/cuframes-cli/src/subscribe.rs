@@ -14,28 +14,55 @@ use crate::args::{SubscribeArgs, legacy_ms};
 use crate::duration::Dur;
 use crate::report::percentile;
 
+/// How long `subscribe` waits in silence for a publisher before it says so.
+const QUIET_WAIT: Duration = Duration::from_secs(1);
+
 /// Connects, retrying while no publisher is there (or one is still
 /// starting) until `wait` has passed, not counting the time this process
 /// spends making its CUDA context meanwhile (`Subscriber::warming_up`).
+/// When the first look found none and the wait goes on past [`QUIET_WAIT`],
+/// says once what it waits for, so that a mistyped key does not look like a
+/// hang.
 fn connect_waiting(config: SubscriberConfig, wait: Duration) -> Result<Subscriber> {
-    let mut deadline = Instant::now() + wait;
+    let started = Instant::now();
+    let mut deadline = started + wait;
     let mut pause = Duration::from_millis(10);
+    let mut told = false;
     loop {
         let result = Subscriber::connect(config.clone());
         if Subscriber::warming_up() {
             deadline = Instant::now() + wait;
         }
+        let left = deadline.saturating_duration_since(Instant::now());
         match result {
             Err(e)
-                if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Disconnected)
-                    && Instant::now() + pause < deadline =>
+                if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Disconnected) && !left.is_zero() =>
             {
-                std::thread::sleep(pause);
+                if !told && started.elapsed() >= QUIET_WAIT {
+                    told = true;
+                    say_waiting(&config.key, wait);
+                }
+                // The last try at the deadline itself.
+                std::thread::sleep(pause.min(left));
                 pause = (pause * 2).min(Duration::from_millis(200));
             }
             result => return result,
         }
     }
+}
+
+/// `waiting up to 30 s for a publisher of 'KEY' (--wait-timeout)`.
+fn say_waiting(key: &str, wait: Duration) {
+    crate::logline::event(
+        crate::logline::Level::Info,
+        Some(key),
+        "waiting",
+        &format!(
+            "waiting up to {} s for a publisher of '{key}' (--wait-timeout)",
+            wait.as_secs_f64()
+        ),
+        json!({ "wait_s": wait.as_secs_f64() }),
+    );
 }
 
 pub fn run(a: SubscribeArgs) -> Result<ExitCode> {

@@ -5,9 +5,9 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{EXIT_LIMIT, Proc, TestEnv, shm_path};
+use common::{EXIT_LIMIT, Proc, TestEnv, assert_all_verified, shm_path};
 use cuframes::protocol::{HelloResp, Message, TLV_HEADER_LEN, msg_type};
 use cuframes::{
     ErrorKind, MemoryRequest, PixelFormat, Publisher, PublisherConfig, Subscriber, SubscriberConfig,
@@ -48,22 +48,92 @@ fn bad_keys_are_rejected() {
     }
     // 63 characters is the longest valid key: that one is merely unpublished.
     let longest = "k".repeat(63);
-    env.run(&["subscribe", longest.as_str(), "--frames", "1"])
-        .assert_error(&["no publisher"]);
+    env.run(&[
+        "subscribe",
+        longest.as_str(),
+        "--frames",
+        "1",
+        "--wait-timeout",
+        "0s",
+    ])
+    .assert_error(&["no publisher"]);
 }
 
+/// With `--wait-timeout 0s` a missing publisher fails at once, in one line.
 #[test]
 fn subscribe_without_publisher() {
     let env = TestEnv::new();
     let key = env.key("err-nopub");
+    let started = Instant::now();
     let line = env
-        .run(&["subscribe", &key, "--frames", "1"])
+        .run(&["subscribe", &key, "--frames", "1", "--wait-timeout", "0s"])
         .assert_error(&["no publisher", &key]);
     assert!(!line.contains("cleanup"), "nothing stale to clean up: {line}");
     // --json does not turn a connect failure into JSON on stdout.
-    let out = env.run(&["subscribe", &key, "--frames", "1", "--json"]);
+    let out = env.run(&[
+        "subscribe",
+        &key,
+        "--frames",
+        "1",
+        "--json",
+        "--wait-timeout",
+        "0s",
+    ]);
     out.assert_error(&["no publisher"]);
     assert!(out.stdout.trim().is_empty(), "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "looked once each: {:?}",
+        started.elapsed()
+    );
+}
+
+/// A subscriber waits for its publisher by default (30 s: services start in
+/// any order), and says so once after about a second, so that a mistyped
+/// key does not look like a hang; a publisher that comes in the meantime is
+/// read. A shorter wait that runs out says so, then fails in one more line.
+#[test]
+fn subscribe_waits_for_a_publisher_and_says_so() {
+    let env = TestEnv::new();
+    let key = env.key("err-wait");
+    let waiting = env.subscribe(&key, "--verify --frames 10");
+    std::thread::sleep(Duration::from_secs(3));
+    let publisher = env.start_publisher(
+        &key,
+        "--size 64x48 --fps 0 --frames 10 --policy strict_wait --wait-subscribers 1",
+    );
+    let out = waiting.wait(EXIT_LIMIT);
+    assert_all_verified(&out.assert_success().json(), 1, 10);
+    let said = format!("cuframes: waiting up to 30 s for a publisher of '{key}' (--wait-timeout)");
+    assert_eq!(
+        out.stderr_lines().iter().filter(|l| **l == said).count(),
+        1,
+        "said once: {out}"
+    );
+    publisher.wait(EXIT_LIMIT).assert_success();
+
+    let other = env.key("err-wait2");
+    let started = Instant::now();
+    let out = env.run(&["subscribe", &other, "--frames", "1", "--wait-timeout", "2500ms"]);
+    let waited = started.elapsed();
+    assert_eq!(out.code(), Some(1), "{out}");
+    assert!(waited >= Duration::from_millis(2400), "waited {waited:?}: {out}");
+    let lines = out.stderr_lines();
+    assert_eq!(
+        lines,
+        [
+            format!("cuframes: waiting up to 2.5 s for a publisher of '{other}' (--wait-timeout)").as_str(),
+            lines[1],
+        ],
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("cuframes: error: no publisher for key"),
+        "{out}"
+    );
+    // Nothing to say when there is nothing to wait for, or a publisher is there.
+    let out = env.run(&["subscribe", &other, "--frames", "1", "--wait-timeout", "0s"]);
+    assert!(!out.stderr.contains("waiting"), "{out}");
 }
 
 #[test]
@@ -75,7 +145,7 @@ fn subscribe_to_stale_socket_of_killed_publisher() {
     publisher.wait(EXIT_LIMIT);
     assert!(env.socket(&key).exists(), "the killed publisher's socket stays");
     let line = env
-        .run(&["subscribe", &key, "--frames", "1"])
+        .run(&["subscribe", &key, "--frames", "1", "--wait-timeout", "0s"])
         .assert_error(&["no publisher", "stale"]);
     assert!(
         line.contains(&format!("cuframes cleanup {key}")),
@@ -99,7 +169,7 @@ fn thirty_second_subscriber_is_refused() {
     publisher
         .wait_for_subscribers(31, Duration::from_secs(5))
         .expect("31 subscribers");
-    let out = env.run(&["subscribe", &key, "--frames", "1"]);
+    let out = env.run(&["subscribe", &key, "--frames", "1", "--wait-timeout", "0s"]);
     out.assert_error(&["too many subscribers", "31"]);
     assert_eq!(publisher.subscriber_count(), 31);
     // One leaves: the next one gets in.
@@ -107,8 +177,19 @@ fn thirty_second_subscriber_is_refused() {
     common::wait_until(Duration::from_secs(5), "a free subscriber slot", || {
         publisher.subscriber_count() == 30
     });
-    let out = env.run(&["subscribe", &key, "--frames", "1", "--timeout", "200ms", "--json"]);
-    // Nothing is published, so it gets in and then times out waiting for a frame.
+    let out = env.run(&[
+        "subscribe",
+        &key,
+        "--frames",
+        "1",
+        "--timeout",
+        "200ms",
+        "--json",
+        "--wait-timeout",
+        "0s",
+    ]);
+    // Nothing is published, so it gets in and then times out waiting for a
+    // frame (the first as long as --wait-timeout, were that longer).
     out.assert_error(&["no first frame", "within 200ms of subscribing"]);
     let summary = out.json();
     assert_eq!(common::uint(&summary, "frames"), 0, "{summary}");

@@ -95,6 +95,9 @@ fn host_subscriber(env: &TestEnv, key: &str, name: &str) -> Subscriber {
     let mut c = SubscriberConfig::new(key);
     c.runtime_dir = Some(env.dir().to_owned());
     c.name = name.into();
+    // The slots themselves, read when the test says (not the defaults, D39).
+    c.copy = cuframes::CopyMode::Never;
+    c.read_ahead = 0;
     Subscriber::connect(c).unwrap()
 }
 
@@ -422,6 +425,16 @@ fn scrapes_during_start_up_and_shutdown_are_consistent() {
 fn json_logs_are_one_object_per_line() {
     let env = TestEnv::new();
     let key = env.key("ex-json");
+    // Waiting past a second for a publisher says so, then fails (before the
+    // FIFO below is planted: the exporter tests beside this one see it).
+    let failed = env.run(&[
+        "--log-format",
+        "json",
+        "subscribe",
+        "no-such-key-here",
+        "--wait-timeout",
+        "2s",
+    ]);
     let planted = env.key("ex-json-fifo");
     nix::unistd::mkfifo(
         &shm_path(&planted),
@@ -443,7 +456,6 @@ fn json_logs_are_one_object_per_line() {
         "5",
     ]);
     let listed = env.run(&["--log-format", "json", "ls"]);
-    let failed = env.run(&["--log-format", "json", "subscribe", "no-such-key-here"]);
     // The exporter's own lines, its start-up line included.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -503,6 +515,25 @@ fn json_logs_are_one_object_per_line() {
         warning.2
     );
     assert_eq!(find("error").2["fields"]["kind"], "NotFound");
+    let waiting = find("waiting");
+    assert_eq!(
+        (
+            waiting.1.as_str(),
+            &waiting.2["key"],
+            &waiting.2["fields"]["wait_s"]
+        ),
+        (
+            "info",
+            &serde_json::json!("no-such-key-here"),
+            &serde_json::json!(2.0)
+        ),
+        "{:?}",
+        waiting.2
+    );
+    assert_eq!(
+        waiting.2["message"],
+        "waiting up to 2 s for a publisher of 'no-such-key-here' (--wait-timeout)"
+    );
     assert_eq!(find("serving").2["fields"]["listen"], listen.as_str());
 }
 

@@ -86,7 +86,7 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
     ("publish", "--wait-timeout", "30s"),
     ("subscribe", "--timeout", "5s"),
     ("subscribe", "--read-ahead", "32"),
-    ("subscribe", "--wait-timeout", "0s"),
+    ("subscribe", "--wait-timeout", "30s"),
     ("top", "--interval", "1s"),
     ("exporter", "--listen", "127.0.0.1:9477"),
     ("exporter", "--interval", "15s"),
@@ -213,6 +213,35 @@ fn the_publishers_defaults_are_the_librarys() {
         assert!(
             section.contains(&format!("[default: {default}]")),
             "publish {option}: the library's default is {default}:\n{section}"
+        );
+    }
+}
+
+/// The subscriber's defaults as `subscribe --help` says them are the
+/// library's (the C API's are checked against it when it builds, Python's
+/// against the C API, the FFmpeg input device's and source filter's against
+/// this command in tests/ffmpeg/run.sh, cuframessrc's in
+/// tests/gstreamer/run.sh).
+#[test]
+fn the_subscribers_defaults_are_the_librarys() {
+    let env = TestEnv::new();
+    let help = env.run(&["subscribe", "--help"]).stdout;
+    let seconds = |d: std::time::Duration| format!("{}s", d.as_secs());
+    let copy = match cuframes::defaults::COPY {
+        cuframes::CopyMode::Auto => "auto",
+        cuframes::CopyMode::Always => "always",
+        cuframes::CopyMode::Never => "never",
+    };
+    for (option, default) in [
+        ("--copy", copy.to_owned()),
+        ("--read-ahead", cuframes::defaults::READ_AHEAD.to_string()),
+        ("--wait-timeout", seconds(cuframes::defaults::WAIT_FOR_PUBLISHER)),
+        ("--timeout", seconds(cuframes::defaults::FRAME_TIMEOUT)),
+    ] {
+        let section = option_section(&help, option);
+        assert!(
+            section.contains(&format!("[default: {default}]")),
+            "subscribe {option}: the library's default is {default}:\n{section}"
         );
     }
 }

@@ -134,6 +134,9 @@ fn unbounded_subscriber_ends_on_shutdown() {
 fn read_with_library(env: &TestEnv, key: &str, count: u64) -> Vec<(u64, i64)> {
     let mut config = cuframes::SubscriberConfig::new(key);
     config.runtime_dir = Some(env.dir().to_owned());
+    // The slots themselves (not the defaults, D39).
+    config.copy = cuframes::CopyMode::Never;
+    config.read_ahead = 0;
     let mut sub = cuframes::Subscriber::connect(config).expect("library subscriber");
     let mut frames = Vec::new();
     for _ in 0..count {

@@ -83,6 +83,8 @@ fn shows_what_a_lagging_subscriber_lost() {
     let mut config = SubscriberConfig::new(key.clone());
     config.runtime_dir = Some(env.dir().to_owned());
     config.name = "sleepy".into();
+    // No reading thread (the default, D39) to keep up for it.
+    config.read_ahead = 0;
     let mut sub = Subscriber::connect(config).expect("subscribe");
     // Fall a ring behind, then take one frame: what was lapped counts as dropped.
     std::thread::sleep(Duration::from_millis(100));

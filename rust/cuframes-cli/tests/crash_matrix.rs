@@ -286,6 +286,9 @@ fn sub_config(env: &TestEnv, key: &str, name: &str) -> SubscriberConfig {
     let mut c = SubscriberConfig::new(key);
     c.name = name.into();
     c.runtime_dir = Some(env.dir().to_owned());
+    // The slots themselves, read when the test says (not the defaults, D39).
+    c.copy = cuframes::CopyMode::Never;
+    c.read_ahead = 0;
     c
 }
 

@@ -24,6 +24,9 @@ mod needs_gpu {
         let mut c = SubscriberConfig::new(key);
         c.runtime_dir = Some(env.dir().to_owned());
         c.name = "cuda-test".into();
+        // The slots themselves, read when the test says (not the defaults, D39).
+        c.copy = cuframes::CopyMode::Never;
+        c.read_ahead = 0;
         Subscriber::connect(c).expect("subscribe")
     }
 
@@ -1163,6 +1166,8 @@ mod needs_gpu {
         c.runtime_dir = Some(env.dir().to_owned());
         c.name = "dev0-in-process".into();
         c.cuda_device = 0;
+        c.copy = cuframes::CopyMode::Never;
+        c.read_ahead = 0;
         let mut sub = Subscriber::connect(c).expect("subscribe on device 0");
         assert_eq!(sub.cuda_peer_device(), None, "same GPU: no peer route");
         let layout = sub.info().layout.clone();
@@ -1266,6 +1271,8 @@ mod needs_gpu {
             c.runtime_dir = Some(env.dir().to_owned());
             c.name = "other-gpu-in-process".into();
             c.cuda_device = other;
+            c.copy = cuframes::CopyMode::Never;
+            c.read_ahead = 0;
             let other_arg = other.to_string();
             if !can_peer {
                 let e = Subscriber::connect(c).unwrap_err();

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use cuframes::{
-    ErrorKind, FrameLayout, FrameLease, MemoryKind, MemoryRequest, Publisher, PublisherConfig, Result,
-    Subscriber, SubscriberConfig, clock,
+    CopyMode, ErrorKind, FrameLayout, FrameLease, MemoryKind, MemoryRequest, Publisher, PublisherConfig,
+    Result, Subscriber, SubscriberConfig, clock,
 };
 
 use super::carrier::Carrier;
@@ -57,6 +57,10 @@ impl Carrier for ViaCuframes {
     fn receive(&self, s: &mut Setup, tally: &mut Tally) -> (Option<cuframes::Error>, u64) {
         let mut config = SubscriberConfig::new(s.args.target.clone());
         config.name = format!("bench-{}", s.args.index);
+        // What is measured is the shared slots themselves, read as they
+        // come: no private copies, no reading thread (the defaults since D39).
+        config.copy = CopyMode::Never;
+        config.read_ahead = 0;
         let mut sub = match Subscriber::connect(config) {
             Ok(sub) => sub,
             Err(e) => return (Some(e), 0),

@@ -62,7 +62,20 @@ pub fn publisher_config(key: &CString, dir: &CString, format: cuframes_format) -
     config
 }
 
+/// A subscriber config from `_init` for `key` in `dir`, reading the shared
+/// slots without a read-ahead thread: these tests are about the slots
+/// (copies and read-ahead, the defaults since 0.3, are asked for by the
+/// tests of them).
 pub fn subscriber_config(key: &CString, dir: &CString) -> cuframes_subscriber_config {
+    cuframes_subscriber_config {
+        copy: CUFRAMES_COPY_NEVER,
+        read_ahead: 0,
+        ..initialised_subscriber_config(key, dir)
+    }
+}
+
+/// A subscriber config from `_init` for `key` in `dir`, nothing else set.
+pub fn initialised_subscriber_config(key: &CString, dir: &CString) -> cuframes_subscriber_config {
     let mut config = std::mem::MaybeUninit::<cuframes_subscriber_config>::uninit();
     // SAFETY: config_init writes a whole config into the pointed-to memory.
     let mut config = unsafe {

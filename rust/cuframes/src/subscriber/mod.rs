@@ -49,14 +49,13 @@ impl SubscriberMode {
 }
 
 /// Whether frames are handed out as the shared slots or as private copies
-/// (D25).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// (D25). The default is [`crate::defaults::COPY`], `Auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CopyMode {
     /// Always the shared slot itself: no copy. A consumer that holds frames
     /// holds slots: under STRICT_WAIT the publisher waits (and drops it after
     /// its ACK timeout) once no slot is free; under DROP_OLDEST held frames
     /// may be overwritten ([`FrameLease::is_intact`]).
-    #[default]
     Never,
     /// The shared slot while that is safe, else a private copy (the slot is
     /// released at once): under STRICT_WAIT a copy when holding the slot
@@ -65,6 +64,12 @@ pub enum CopyMode {
     Auto,
     /// Always a private copy; the slot is released at once.
     Always,
+}
+
+impl Default for CopyMode {
+    fn default() -> CopyMode {
+        crate::defaults::COPY
+    }
 }
 
 impl CopyMode {
@@ -102,13 +107,15 @@ pub struct SubscriberConfig {
     /// Directory to find the socket in instead of `$CUFRAMES_RUNTIME_DIR` /
     /// the default search (D5).
     pub runtime_dir: Option<PathBuf>,
-    /// Shared slots or private copies (default: never copy).
+    /// Shared slots or private copies (default: [`CopyMode::Auto`],
+    /// [`crate::defaults::COPY`]).
     pub copy: CopyMode,
     /// Read-ahead (D26), under DROP_OLDEST: a thread takes frames
     /// as they come and queues up to this many for `next`, so a consumer
     /// that is starting or briefly slow loses nothing (use it with
-    /// [`CopyMode::Auto`]). 0, the default: no thread. Ignored under
-    /// STRICT_WAIT, where the publisher waits for a slow consumer instead.
+    /// [`CopyMode::Auto`]). Default 32 ([`crate::defaults::READ_AHEAD`]);
+    /// 0: no thread. Ignored under STRICT_WAIT, where the publisher waits
+    /// for a slow consumer instead.
     pub read_ahead: usize,
     /// Where the library's messages about this subscriber go (while it
     /// connects, and from its read-ahead thread); None: the process's
@@ -117,18 +124,19 @@ pub struct SubscriberConfig {
 }
 
 impl SubscriberConfig {
-    /// Defaults: name "sub-<pid>", sequential, 30 s handshake.
+    /// Defaults ([`crate::defaults`]): name "sub-<pid>", sequential, 30 s
+    /// handshake, copy auto, read-ahead 32.
     pub fn new(key: impl Into<String>) -> SubscriberConfig {
         SubscriberConfig {
             key: key.into(),
             name: format!("sub-{}", std::process::id()),
             mode: SubscriberMode::Sequential,
-            connect_timeout: Duration::from_secs(30),
+            connect_timeout: crate::defaults::CONNECT_TIMEOUT,
             cuda: None,
             cuda_device: -1,
             runtime_dir: None,
-            copy: CopyMode::Never,
-            read_ahead: 0,
+            copy: crate::defaults::COPY,
+            read_ahead: crate::defaults::READ_AHEAD,
             logger: None,
         }
     }

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use cuframes::protocol::{HelloResp, Message};
 use cuframes::{
-    MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Subscriber, SubscriberConfig, pattern,
+    CopyMode, MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, Subscriber, SubscriberConfig,
+    pattern,
 };
 
 /// A key unique to this process and call (shm names are global).
@@ -50,10 +51,15 @@ pub fn strict(key: &str, dir: &Path, ring: usize, ack_timeout: Duration) -> Publ
     c
 }
 
+/// A subscriber of the shared slots themselves, without a reading thread:
+/// these tests are about the slots (copies and read-ahead, the defaults
+/// since D39, are asked for by the tests of them).
 pub fn subscriber_config(key: &str, dir: &Path, name: &str) -> SubscriberConfig {
     let mut c = SubscriberConfig::new(key);
     c.name = name.to_owned();
     c.runtime_dir = Some(dir.to_owned());
+    c.copy = CopyMode::Never;
+    c.read_ahead = 0;
     c
 }
 
