@@ -9,7 +9,7 @@ compiler or build step, only the shared library (``scripts/install.sh``).
 
     with cuframes.Subscriber("cam1") as sub:
         for frame in sub:
-            y = torch.from_dlpack(frame.planes[0])   # the shared GPU slot, no copy
+            y = torch.from_dlpack(frame.planes[0])   # a view of the frame on the GPU
             ...
 
     pub = cuframes.Publisher("cam2", "nv12", 1920, 1080, memory="cuda")

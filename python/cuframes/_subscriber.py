@@ -93,9 +93,10 @@ class Subscriber:
     """A subscription to the frames published under ``key``.
 
     ``Subscriber("cam1")`` connects (handshake bounded by
-    ``connect_timeout``); with ``wait_publisher=S`` it retries for up to S
-    seconds while no publisher exists yet, not counting the time this process
-    spends making its CUDA context meanwhile. Then::
+    ``connect_timeout``, 30 s); while no publisher exists yet it retries for
+    up to ``wait_publisher`` seconds (30 by default: services started
+    together come up in any order; 0: look once), not counting the time this
+    process spends making its CUDA context meanwhile. Then::
 
         with cuframes.Subscriber("cam1", timeout=2.0) as sub:
             for frame in sub:                 # ends on a clean publisher shutdown
@@ -104,7 +105,7 @@ class Subscriber:
     Iteration yields :class:`Frame` objects and closes the previous frame
     when the next one is requested (keep data by exporting or copying it).
     ``next()`` returns one frame the caller closes. ``timeout`` is how long
-    to wait for each frame (seconds; None: forever), the first one as long as
+    to wait for each frame (seconds, 5 by default; None: forever), the first one as long as
     ``wait_publisher`` if that is longer (a publisher started together with
     its subscribers may hold its first frame until all of them joined); when
     it runs out,
@@ -119,14 +120,18 @@ class Subscriber:
     ``cuda_stream`` (the stream frames are ordered on; default: the legacy
     default stream), ``sync_on_release`` (synchronise the streams a CUDA
     frame was used on before giving the slot back; default True),
-    ``runtime_dir`` (where the key's socket is), ``copy`` (``"never"``:
-    frames are the shared slots; ``"auto"``: the slot while holding it
-    leaves the publisher a free slot, else a private copy, and always a
-    copy under ``drop_oldest``; ``"always"``: private copies; see
-    ``python/README.md``, "Holding frames"), ``read_ahead`` (a library
+    ``runtime_dir`` (where the key's socket is), ``copy`` (``"auto"``, the
+    default: the slot while holding it leaves the publisher a free slot,
+    else a private copy, and always a copy under ``drop_oldest``;
+    ``"never"``: frames are the shared slots; ``"always"``: private copies;
+    see ``python/README.md``, "Holding frames"), ``read_ahead`` (a library
     thread queues up to this many frames as they are published, so a
     consumer that is starting or briefly slow loses nothing under
-    ``drop_oldest``; 0: off).
+    ``drop_oldest``; 32 by default; 0: off).
+
+    The defaults are the C API's and every other surface's (protocol notes
+    D39; a test compares them with ``cuframes_subscriber_config_init`` and
+    ``CUFRAMES_DEFAULT_*`` in ``cuframes.h``).
     """
 
     def __init__(
@@ -140,11 +145,11 @@ class Subscriber:
         cuda_context: Any = None,
         cuda_stream: Any = None,
         connect_timeout: float = 30.0,
-        wait_publisher: float = 0.0,
+        wait_publisher: float = 30.0,
         sync_on_release: bool = True,
         runtime_dir: Optional[str] = None,
-        copy: str = "never",
-        read_ahead: int = 0,
+        copy: str = "auto",
+        read_ahead: int = 32,
     ) -> None:
         self._handle: Optional[int] = None
         self._lock = threading.Lock()

@@ -145,7 +145,8 @@ def test_torch_from_dlpack_is_the_mapped_slot():
     try:
         addresses = set()
         checked = 0
-        with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0) as sub:
+        # The slots themselves (the default, copy="auto", copies under drop_oldest).
+        with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0, copy="never", read_ahead=0) as sub:
             assert sub.info.memory == "cuda" and sub.device == 0
             for frame in sub:
                 assert frame.memory == "cuda" and frame.device == 0
@@ -185,7 +186,7 @@ import json, sys, torch, cuframes
 from cuframes import pattern
 key, frames = sys.argv[1], int(sys.argv[2])
 checked = 0
-with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0) as sub:
+with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0, copy="never", read_ahead=0) as sub:
     for frame in sub:
         for p, plane in enumerate(frame.planes):
             t = torch.from_dlpack(plane)
@@ -243,7 +244,7 @@ def test_cupy_cuda_array_interface_is_the_mapped_slot():
     frames = 12
     proc = cli_publisher(cli, key, frames, fmt="p010")
     try:
-        with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0) as sub:
+        with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0, copy="never", read_ahead=0) as sub:
             for frame in sub:
                 for p, plane in enumerate(frame.planes):
                     cai = plane.__cuda_array_interface__
@@ -273,7 +274,9 @@ def test_tensor_keeps_the_lease_and_release_waits_for_the_stream():
          "--quiet"]
     )
     try:
-        with cuframes.Subscriber(key, timeout=20, wait_publisher=20, cuda_device=0, name="py-cuda-lease") as sub:
+        with cuframes.Subscriber(
+            key, timeout=20, wait_publisher=20, cuda_device=0, name="py-cuda-lease", copy="never"
+        ) as sub:
             frame = sub.next()
             assert frame.seq == 1
             side = torch.cuda.Stream()

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -333,7 +334,8 @@ def test_unconsumed_capsule_releases(cli, key):
 
 def test_numpy_from_dlpack_shares_memory(key):
     pub = host_publisher(key, "p010", 80, 40)
-    sub = cuframes.Subscriber(key, timeout=5)
+    # The slots themselves (the default, copy="auto", copies under drop_oldest).
+    sub = cuframes.Subscriber(key, timeout=5, copy="never", read_ahead=0)
     with pub, sub:
         pub.publish(pattern.planes("p010", 80, 40, 0))
         with sub.next() as frame:
@@ -401,8 +403,10 @@ def test_cuda_interfaces_absent_on_host_planes(key):
 
 
 def test_no_publisher():
+    start = time.monotonic()
     with pytest.raises(cuframes.NotFoundError) as info:
-        cuframes.Subscriber("py-nobody-here")
+        cuframes.Subscriber("py-nobody-here", wait_publisher=0)
+    assert time.monotonic() - start < 3, "looked once"
     err = info.value
     assert err.status == -2 and err.status_name == "CUFRAMES_ERR_NOT_FOUND"
     assert "py-nobody-here" in err.message
@@ -474,6 +478,61 @@ def test_defaults_are_the_librarys():
     assert round(params["startup_timeout"].default * 1000) == config.startup_timeout_ms
     assert params["policy"].default == "drop_oldest" and config.policy == 0
     assert params["memory"].default == "auto" and config.memory == 0
+
+
+def _header_defines():
+    # The CUFRAMES_DEFAULT_* numbers of the repository's cuframes.h (the
+    # waits the C API leaves to its callers have no value at run time).
+    import re
+
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "cuframes.h")
+    with open(header) as f:
+        text = f.read()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^#define (CUFRAMES_DEFAULT_\w+) (\d+)$", text, re.M)}
+
+
+def test_subscriber_defaults_are_the_librarys():
+    # The subscriber's, likewise (D39): copy auto, read-ahead 32, connect 30 s,
+    # and the waits the C API leaves to its callers: a publisher 30 s, a frame 5 s.
+    import ctypes
+    import inspect as pyinspect
+
+    from cuframes import _lib
+    from cuframes._subscriber import _COPY_MODES
+
+    config = _lib.SubscriberConfig()
+    _lib.check(_lib.lib.cuframes_subscriber_config_init_sized(ctypes.byref(config), ctypes.sizeof(config)))
+    defines = _header_defines()
+    params = pyinspect.signature(cuframes.Subscriber.__init__).parameters
+    assert params["copy"].default == "auto" and _COPY_MODES["auto"] == config.copy
+    assert params["read_ahead"].default == config.read_ahead == defines["CUFRAMES_DEFAULT_READ_AHEAD"] == 32
+    assert round(params["connect_timeout"].default * 1000) == config.connect_timeout_ms
+    assert config.connect_timeout_ms == defines["CUFRAMES_DEFAULT_CONNECT_TIMEOUT_MS"] == 30000
+    assert round(params["wait_publisher"].default * 1000) == defines["CUFRAMES_DEFAULT_WAIT_TIMEOUT_MS"] == 30000
+    assert round(params["timeout"].default * 1000) == defines["CUFRAMES_DEFAULT_FRAME_TIMEOUT_MS"] == 5000
+    assert params["mode"].default == "sequential" and config.mode == 0
+
+
+def test_subscriber_waits_for_a_publisher_by_default(key):
+    # Services started together come up in any order: a subscriber made
+    # before its publisher connects once the publisher is there.
+    def publish_later():
+        time.sleep(1.5)
+        with host_publisher(key) as pub:
+            pub.wait_subscribers(1, timeout=20)
+            publish_one(pub, 0)
+            time.sleep(1)
+
+    late = threading.Thread(target=publish_later)
+    late.start()
+    try:
+        start = time.monotonic()
+        with cuframes.Subscriber(key) as sub:
+            assert time.monotonic() - start >= 1.0, "it waited"
+            with sub.next() as frame:
+                assert frame.seq == 1
+    finally:
+        late.join()
 
 
 def test_key_already_published(key):
@@ -548,7 +607,8 @@ def test_closed_subscriber_and_publisher(key):
 
 
 def test_timeout(key):
-    with host_publisher(key), cuframes.Subscriber(key, timeout=0.2) as sub:
+    # wait_publisher=0: the first frame is waited for as long as the publisher.
+    with host_publisher(key), cuframes.Subscriber(key, timeout=0.2, wait_publisher=0) as sub:
         start = time.monotonic()
         with pytest.raises(cuframes.TimeoutError_) as info:
             sub.next()
@@ -659,7 +719,9 @@ def test_auto_copy_lets_python_hold_more_frames_than_the_ring(key):
 
 def test_copy_always_and_never(key):
     pub = host_publisher(key, ring=2)
-    with pub, cuframes.Subscriber(key, timeout=5, copy="always") as copies, cuframes.Subscriber(key, timeout=5) as slots:
+    with pub, cuframes.Subscriber(key, timeout=5, copy="always") as copies, cuframes.Subscriber(
+        key, timeout=5, copy="never"
+    ) as slots:
         publish_one(pub, 0)
         with copies.next() as a, slots.next() as b:
             assert a.is_copy and not b.is_copy
