@@ -18,16 +18,20 @@
 #    b. the publisher killed (docker kill) and restarted (docker start): the
 #       subscribers (-reconnect 1) follow it and get the new publisher's frames;
 #    c. a subscriber without the volume fails, in bounded time, with a clear message;
+#    d. the GStreamer plugin: a gst-launch-1.0 publisher (filesrc ! cuframessink), a
+#       gst-launch-1.0 subscriber (cuframessrc ! filesink) and an ffmpeg one, each in
+#       its own container: both byte for byte what the publisher read (fails without
+#       the plugin: gst-launch-1.0 has no such element then);
 #    the image's labels name its licences, and it carries the licence texts;
 # 5. the Debian packages (build/deb, made by scripts/package-deb.sh when missing)
 #    installed with apt into a clean container from the bookworm stand-in (gcc,
 #    libc6-dev and pkgconf beside them, nothing else of ours), then used there with no
 #    network:
-#    d. apt installs them, and the command, its completion and the library are where
+#    e. apt installs them, and the command, its completion and the library are where
 #       the packages put them;
-#    e. `cuframes publish` and `cuframes subscribe --verify` of the package: every
+#    f. `cuframes publish` and `cuframes subscribe --verify` of the package: every
 #       frame verified;
-#    f. the C API tests (tests/c/test_capi.c, test_two_process.c) built with
+#    g. the C API tests (tests/c/test_capi.c, test_two_process.c) built with
 #       `pkg-config cuframes` against the package, shared and static, and run.
 #
 # Prints ok/FAILED for each check, how long each phase took, and
@@ -55,11 +59,12 @@ CHECK_BUILD="image build (Dockerfile, stand-in bases)"
 CHECK_FRAMES="a. publisher + 2 subscriber containers: frames exact"
 CHECK_RESTART="b. publisher killed, restarted: subscribers follow"
 CHECK_ISOLATED="c. subscriber without the volume: clear error"
+CHECK_GSTREAMER="d. GStreamer: cuframessink -> cuframessrc, ffmpeg"
 CHECK_LABELS="image labels, licence texts and environment"
-CHECK_DEB_INSTALL="d. the .debs installed in a clean container"
-CHECK_DEB_CLI="e. publish | subscribe --verify from the .deb"
-CHECK_DEB_C="f. C tests built with pkg-config cuframes"
-LATER_CHECKS=("$CHECK_FRAMES" "$CHECK_RESTART" "$CHECK_ISOLATED" "$CHECK_LABELS"
+CHECK_DEB_INSTALL="e. the .debs installed in a clean container"
+CHECK_DEB_CLI="f. publish | subscribe --verify from the .deb"
+CHECK_DEB_C="g. C tests built with pkg-config cuframes"
+LATER_CHECKS=("$CHECK_FRAMES" "$CHECK_RESTART" "$CHECK_ISOLATED" "$CHECK_GSTREAMER" "$CHECK_LABELS"
     "$CHECK_DEB_INSTALL" "$CHECK_DEB_CLI" "$CHECK_DEB_C")
 
 mkdir -p "$LOG_DIR"
@@ -402,13 +407,60 @@ check_isolated() {
     return 0
 }
 
+# d. The GStreamer plugin across containers: a GStreamer publisher of raw frames that
+# ffmpeg made in its container (the image has no videotestsrc: no plugins-base), a
+# GStreamer and an FFmpeg subscriber. Each output is taken out with `docker cp` and
+# must be, byte for byte, what the publisher's filesrc read.
+check_gstreamer() {
+    local d=$WORK/gstreamer n=60 w=320 h=240 ok=1 t=$SECONDS c rc
+    local frame=$((w * h * 3 / 2)) caps="video/x-raw,format=NV12,width=$w,height=$h,framerate=25/1"
+    mkdir -p "$d"
+    start pub-d "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" sh -c "
+        ${FF[*]} -loglevel error -f lavfi -i testsrc2=size=${w}x$h:rate=25 -frames:v $n \
+            -pix_fmt nv12 -f rawvideo /tmp/in.raw &&
+        exec gst-launch-1.0 filesrc location=/tmp/in.raw blocksize=$frame ! '$caps' ! \
+            cuframessink key=gst1 wait-subscribers=2 policy=strict-wait group=$GID"
+    start sub1-d "${SUB1_USER[@]}" "${VOL[@]}" "$IMAGE" gst-launch-1.0 \
+        cuframessrc key=gst1 wait-timeout=20000 ! filesink location=/tmp/out.raw
+    start sub2-d "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20 \
+        -i gst1 -f rawvideo /tmp/out.raw
+    isolated pub-d sub1-d sub2-d || ok=0
+    for c in sub1-d sub2-d; do
+        rc=$(finished $c 120)
+        logs $c "$d"
+        [ "$rc" = 0 ] || { echo "  $c exited $rc"; ok=0; }
+    done
+    [ $ok = 1 ] || docker kill "$PREFIX-pub-d" >/dev/null 2>&1 || true
+    rc=$(finished pub-d 60)
+    logs pub-d "$d"
+    [ "$rc" = 0 ] || { echo "  pub-d exited $rc"; ok=0; }
+    docker cp "$PREFIX-pub-d:/tmp/in.raw" "$d/in.raw" >/dev/null 2>&1 ||
+        { echo "  the publisher's input is not there"; ok=0; }
+    if [ -f "$d/in.raw" ] && [ "$(stat -c %s "$d/in.raw")" != $((n * frame)) ]; then
+        echo "  the publisher's input is $(stat -c %s "$d/in.raw") bytes, not $n frames of $frame"
+        ok=0
+    fi
+    for c in sub1-d sub2-d; do
+        docker cp "$PREFIX-$c:/tmp/out.raw" "$d/$c.raw" >/dev/null 2>&1 || : >"$d/$c.raw"
+        if ! cmp -s "$d/in.raw" "$d/$c.raw"; then
+            local at
+            at=$(cmp "$d/in.raw" "$d/$c.raw" 2>&1 | sed -n 's/.* differ: [a-z]* \([0-9]*\),.*/\1/p' || true)
+            echo "  $c: $(($(stat -c %s "$d/$c.raw") / frame)) frames read, $n expected${at:+; they part in frame $(((at - 1) / frame))}"
+            ok=0
+        fi
+    done
+    [ $ok = 1 ] || show "$d/pub-d.err" "$d/pub-d.out" "$d/sub1-d.err" "$d/sub1-d.out" "$d/sub2-d.err"
+    result "$CHECK_GSTREAMER" $ok "(2 x $n frames ${w}x$h NV12, $((SECONDS - t)) s)"
+}
+
 # The image says under which licences its parts are, and carries the texts.
 check_labels() {
     local ok=1 licenses want="(MIT OR Apache-2.0) AND GPL-2.0-or-later"
     licenses=$(docker image inspect -f '{{index .Config.Labels "org.opencontainers.image.licenses"}}' "$IMAGE")
     [ "$licenses" = "$want" ] || { echo "  org.opencontainers.image.licenses is '$licenses', want '$want'"; ok=0; }
+    # GStreamer's Debian packages keep their copyright file (LGPL-2.1-or-later).
     docker run --rm --network none "$IMAGE" sh -c \
-        'test -s /opt/cuframes/share/doc/cuframes/LICENSE-MIT && test -s /opt/cuframes/share/doc/cuframes/LICENSE-APACHE && test -s /usr/share/common-licenses/GPL-2' ||
+        'test -s /opt/cuframes/share/doc/cuframes/LICENSE-MIT && test -s /opt/cuframes/share/doc/cuframes/LICENSE-APACHE && test -s /usr/share/common-licenses/GPL-2 && test -s /usr/share/doc/libgstreamer1.0-0/copyright' ||
         { echo "  the licence texts are not in the image"; ok=0; }
     # One hardware queue per CUDA context unless the user asks for more (the Dockerfile
     # says why).
@@ -520,6 +572,7 @@ EOF
 check_frames
 check_restart
 check_isolated
+check_gstreamer
 check_labels
 check_debs
 phase_took "tests" "$phase"

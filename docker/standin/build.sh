@@ -8,7 +8,12 @@
 #   cuframes-standin/rust:VERSION-bookworm-HASH  for rust:VERSION-bookworm (RUST_IMAGE):
 #       the above, the build tools of buildpack-deps that the cuframes build uses, the
 #       host's extra CA certificates, and this machine's own Rust toolchain laid out as
-#       in the official image (rust.Dockerfile).
+#       in the official image (rust.Dockerfile). VERSION is the version of the toolchain
+#       it holds (`rustc -V`), which need not be the Dockerfile's default (ARG
+#       RUST_IMAGE=rust:WANT-bookworm): the toolchain is STANDIN_RUST_TOOLCHAIN (a rustup
+#       toolchain name), else an installed rustup toolchain of version WANT (WANT.x;
+#       `rustup toolchain install WANT` makes CI build with exactly the default's Rust),
+#       else the one rustc runs here; one older than WANT is refused.
 #
 #   docker/standin/build.sh [--log-dir DIR]
 #
@@ -178,15 +183,47 @@ EOF
 }
 
 # ---------------------------------------------------------------- rust (build base)
+# The Rust version of the Dockerfile's default build image (ARG RUST_IMAGE=rust:1.92-bookworm).
+dockerfile_rust() {
+    sed -n 's/^ARG RUST_IMAGE=rust:\([0-9][0-9.]*\)-bookworm$/\1/p' "$ROOT/Dockerfile"
+}
+# rust_toolchain WANT: the rustup toolchain the stand-in is made of, as the script's
+# header says; empty for the one rustc runs here.
+rust_toolchain() {
+    if [ -n "${STANDIN_RUST_TOOLCHAIN:-}" ]; then
+        echo "$STANDIN_RUST_TOOLCHAIN"
+        return
+    fi
+    rustup toolchain list | awk '{ print $1 }' | grep -E "^${1//./\\.}(\.[0-9]+)?-" | sort -V | tail -n 1 || true
+}
+# rs CMD...: a Rust tool of that toolchain.
+rs() {
+    if [ -n "$RUST_TOOLCHAIN" ]; then
+        rustup run "$RUST_TOOLCHAIN" "$@"
+    else
+        "$@"
+    fi
+}
+
 rust_image() {
     local base=$1
     if ! command -v rustc >/dev/null || ! command -v rustup >/dev/null; then
         fail "no Rust toolchain here (rustup, rustc): the rust stand-in is made from it"
     fi
+    local want
+    want=$(dockerfile_rust)
+    [ -n "$want" ] || fail "no 'ARG RUST_IMAGE=rust:VERSION-bookworm' in $ROOT/Dockerfile"
+    RUST_TOOLCHAIN=$(rust_toolchain "$want")
+    rs rustc -V >/dev/null 2>&1 || fail "no Rust toolchain '${RUST_TOOLCHAIN:-rustc}' here (rustup toolchain list)"
     local sysroot version host rustup_bin f
-    sysroot=$(readlink -f "$(rustc --print sysroot)")
-    version=$(rustc -V | awk '{ print $2 }')
-    host=$(rustc -vV | sed -n 's/^host: //p')
+    sysroot=$(readlink -f "$(rs rustc --print sysroot)")
+    version=$(rs rustc -V | awk '{ print $2 }')
+    host=$(rs rustc -vV | sed -n 's/^host: //p')
+    # The stand-in says which Rust it holds; it must be able to build what the
+    # Dockerfile's default can.
+    [ "$(printf '%s\n' "$want" "${version%%-*}" | sort -V | head -n 1)" = "$want" ] ||
+        fail "Rust $version here is older than the Dockerfile's rust:$want-bookworm (rustup toolchain install $want, or STANDIN_RUST_TOOLCHAIN)"
+    say "Rust $version${RUST_TOOLCHAIN:+ (toolchain $RUST_TOOLCHAIN)}; the Dockerfile's default: rust:$want-bookworm"
     rustup_bin=$(readlink -f "$(command -v rustup)")
     local toolchain=$version-$host
     local extra_ca=()
@@ -198,8 +235,8 @@ rust_image() {
         docker image inspect -f '{{.Id}}' "$base"
         declare -f rust_image
         cat "$HERE/rust.Dockerfile"
-        rustc -vV
-        cargo -V
+        rs rustc -vV
+        rs cargo -V
         sha256sum "$rustup_bin" | cut -d' ' -f1
         [ ${#extra_ca[@]} -eq 0 ] || cat "${extra_ca[@]}"
     } | short_hash)
