@@ -108,6 +108,17 @@ test_inspect() {
     [ "$RC" -eq 0 ] || fail "gst-inspect-1.0 cuframessrc exited $RC"
     said inspect-src "cuframes subscriber" "key " "mode" "sequential" "latest" "wait-timeout" \
         "timeout" "reconnect" "subscriber-name" "runtime-dir" "stats" "received" "dropped" "copied"
+    # The source's waits are the cuframes command's (which are the library's,
+    # rust/cuframes-cli/tests/cli_help.rs): 30 s for a publisher, 5 s for a frame.
+    run cli-help 20 "$CLI" subscribe --help
+    local pair ours theirs
+    for pair in wait-timeout:--wait-timeout timeout:--timeout; do
+        theirs=$(awk -v p="${pair%%:*}" '$1 == p && $2 == ":" { found = 1 } found && /Default: / { sub(/.*Default: /, ""); print $1; exit }' "$T/inspect-src.out")
+        ours=$(awk -v o="${pair#*:}" '$1 == o { found = 1 } found && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }' "$T/cli-help.out")
+        # GStreamer in ms ("30000"), the command in seconds ("30s").
+        [ -n "$theirs" ] && [ -n "$ours" ] && [ "$theirs" = "$(( ${ours%s} * 1000 ))" ] ||
+            fail "cuframessrc ${pair%%:*} defaults to '$theirs' ms, subscribe ${pair#*:} to '$ours'"
+    done
 }
 
 # 2. videotestsrc → cuframessink → ffmpeg, byte for byte.
@@ -160,10 +171,11 @@ test_two_subscribers() {
     same_bytes "ffmpeg subscriber" "$T/ref.raw" "$T/ff.raw" 115200
 }
 
-# 5. A key nobody publishes: an error naming it, at once or after wait-timeout.
+# 5. A key nobody publishes: an error naming it, at once or after wait-timeout; by
+# default the source waits for a publisher that comes later.
 test_missing_key() {
     local t0=$SECONDS
-    run sub 20 gst-launch-1.0 cuframessrc key=nosuchkey-$$ ! fakesink
+    run sub 20 gst-launch-1.0 cuframessrc key=nosuchkey-$$ wait-timeout=0 ! fakesink
     [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exited $RC (124: it hung)"
     said sub "no publisher for key 'nosuchkey-$$'" "wait-timeout"
     [ $((SECONDS - t0)) -le 5 ] || fail "took $((SECONDS - t0)) s to fail"
@@ -178,6 +190,15 @@ test_missing_key() {
     run badkey 20 gst-launch-1.0 cuframessrc key=no/such ! fakesink
     [ "$RC" -ne 0 ] || fail "a source with a bad key started"
     said badkey "no/such"
+    # The default wait (30 s): started 2 s before its publisher, it reads it.
+    local key=late-$$
+    bgrun late 40 gst-launch-1.0 cuframessrc key=$key num-buffers=10 ! fakesink
+    local late=$BGPID
+    sleep 2
+    kill -0 $late 2>/dev/null || fail "with the default wait-timeout, it did not wait 2 s for a publisher"
+    bgrun latepub 30 "$CLI" publish $key --memory host --size 64x48 --fps 30 --frames 10 --wait-subscribers 1 --quiet
+    waitrc $late || fail "the source started before its publisher exited $?"
+    said late "Got EOS"
 }
 
 # 6. What cannot be published: a format cuframes lacks, a key taken, no key.

@@ -39,9 +39,10 @@ static PUBLISHER_PTS: LazyLock<gst::Caps> =
 static PUBLISHED_AT: LazyLock<gst::Caps> =
     LazyLock::new(|| gst::Caps::new_empty_simple("timestamp/x-cuframes-published"));
 
-// Defaults: those of `cuframes subscribe`.
-const DEFAULT_WAIT_TIMEOUT_MS: i64 = 0;
-const DEFAULT_TIMEOUT_MS: i64 = 5000;
+// Defaults: the library's (`cuframes::defaults`), as `cuframes subscribe` and
+// the FFmpeg input device have them (protocol notes D39).
+const DEFAULT_WAIT_TIMEOUT_MS: i64 = cuframes::defaults::WAIT_FOR_PUBLISHER.as_millis() as i64;
+const DEFAULT_TIMEOUT_MS: i64 = cuframes::defaults::FRAME_TIMEOUT.as_millis() as i64;
 const DEFAULT_RECONNECT: bool = false;
 /// How often a wait looks whether the element is being stopped or flushed.
 const SLICE: Duration = Duration::from_millis(20);
@@ -89,6 +90,10 @@ impl Settings {
         }
         config.mode = self.mode.into();
         config.runtime_dir = self.runtime_dir.as_ref().map(PathBuf::from);
+        // No read-ahead thread (the library's default is 32): GStreamer's
+        // own queues downstream (queue, queue2, a sink's buffering) hold
+        // what a slow pipeline has not taken yet, and this element's task
+        // takes each frame as soon as it is published.
         config.read_ahead = 0;
         config.copy = match cuda {
             // Host memory is copied into a GStreamer buffer at once and the
@@ -633,8 +638,9 @@ impl ObjectImpl for CuframesSrc {
                 glib::ParamSpecInt64::builder("wait-timeout")
                     .nick("Wait timeout (ms)")
                     .blurb(
-                        "How long (ms) to wait for a publisher of the key at start, and for the next one when \
-                         it dies (or, with reconnect, ends); 0: look once; -1: forever",
+                        "How long (ms) to wait for a publisher of the key at start (services come up in any \
+                         order), and for the next one when it dies (or, with reconnect, ends); 0: look once; \
+                         -1: forever",
                     )
                     .minimum(-1)
                     .default_value(DEFAULT_WAIT_TIMEOUT_MS)
