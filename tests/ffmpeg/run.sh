@@ -53,6 +53,23 @@ test_help() {
         fi
     done
     result "help: the muxer's defaults are the command's (ring 16, ACK 1 s, start-up 10 s)" "$ok"
+    # The input device's and the source filter's defaults are `cuframes subscribe`'s
+    # (the library's, D39): copy, read-ahead, the waits for a publisher and a frame.
+    ok=1
+    local kind subscriber
+    subscriber=$("$CUFRAMES_CLI" subscribe --help)
+    for kind in demuxer filter; do
+        out=$(ff 20 -h $kind=cuframes 2>&1)
+        for pair in copy:--copy read_ahead:--read-ahead wait_timeout:--wait-timeout timeout:--timeout; do
+            theirs=$(grep -E "^ +-?${pair%%:*} " <<<"$out" | sed -nE 's/.*\(default ([^)]*)\).*/\1/p')
+            ours=$(awk -v o="${pair#*:}" '$1 == o { found = 1 } found && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }' <<<"$subscriber")
+            if [ -z "$theirs" ] || [ "$theirs" != "${ours%s}" ]; then
+                echo "  $kind -${pair%%:*}: FFmpeg's default is '$theirs', the command's '$ours'"
+                ok=0
+            fi
+        done
+    done
+    result "help: the input device's and the filter's defaults are subscribe's (copy auto, read-ahead 32, 30 s, 5 s)" "$ok"
 }
 
 # ---------------------------------------------------------------- b. end to end
