@@ -559,7 +559,8 @@ typedef struct cuframes_subscriber_config {
      * `cuframes_subscriber_next`, so a consumer that is starting or briefly
      * slow loses nothing (use it with CUFRAMES_COPY_AUTO). init:
      * CUFRAMES_DEFAULT_READ_AHEAD (32; before 0.3: 0); 0 = no thread.
-     * Ignored under STRICT_WAIT (the publisher waits instead).
+     * Ignored under STRICT_WAIT (the publisher waits instead) and in
+     * CUFRAMES_MODE_LATEST (it asks for the newest frame).
      */
     uint32_t read_ahead;
     /**

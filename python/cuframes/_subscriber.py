@@ -127,7 +127,7 @@ class Subscriber:
     see ``python/README.md``, "Holding frames"), ``read_ahead`` (a library
     thread queues up to this many frames as they are published, so a
     consumer that is starting or briefly slow loses nothing under
-    ``drop_oldest``; 32 by default; 0: off).
+    ``drop_oldest``; 32 by default; 0: off; none with ``mode="latest"``).
 
     The defaults are the C API's and every other surface's (protocol notes
     D39; a test compares them with ``cuframes_subscriber_config_init`` and

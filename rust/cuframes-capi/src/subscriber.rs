@@ -108,7 +108,8 @@ pub struct cuframes_subscriber_config {
     /// `cuframes_subscriber_next`, so a consumer that is starting or briefly
     /// slow loses nothing (use it with CUFRAMES_COPY_AUTO). init:
     /// CUFRAMES_DEFAULT_READ_AHEAD (32; before 0.3: 0); 0 = no thread.
-    /// Ignored under STRICT_WAIT (the publisher waits instead).
+    /// Ignored under STRICT_WAIT (the publisher waits instead) and in
+    /// CUFRAMES_MODE_LATEST (it asks for the newest frame).
     pub read_ahead: u32,
     /// Where this subscriber's messages go (from its calls and its
     /// read-ahead thread), with `log_opaque`; never called once

@@ -457,7 +457,7 @@ pub struct SubscribeArgs {
     /// Keep the newest N frames unreleased, as an encoder does; frames are checked when taken and again when released.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub hold: usize,
-    /// Under drop_oldest, let a reading thread queue up to N frames while this subscriber is busy or still starting (0: no thread).
+    /// Under drop_oldest, let a reading thread queue up to N frames while this subscriber is busy or still starting (0: no thread; none with --mode latest).
     #[arg(long, default_value_t = cuframes::defaults::READ_AHEAD, value_name = "N")]
     pub read_ahead: usize,
     /// Wait this long after subscribing before reading, like a consumer that is still starting.

@@ -35,7 +35,8 @@ pub const COPY: crate::CopyMode = crate::CopyMode::Auto;
 
 /// Under drop-oldest, frames a library thread queues for a subscriber: a
 /// consumer that is still starting, or briefly slow, loses none of about a
-/// second of video. Ignored under strict-wait (the publisher waits instead).
+/// second of video. Ignored under strict-wait (the publisher waits instead)
+/// and in latest mode (it asks for the newest frame).
 pub const READ_AHEAD: usize = 32;
 
 /// How long a subscriber waits for a publisher of its key to appear (the

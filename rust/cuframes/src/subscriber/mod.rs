@@ -115,7 +115,8 @@ pub struct SubscriberConfig {
     /// that is starting or briefly slow loses nothing (use it with
     /// [`CopyMode::Auto`]). Default 32 ([`crate::defaults::READ_AHEAD`]);
     /// 0: no thread. Ignored under STRICT_WAIT, where the publisher waits
-    /// for a slow consumer instead.
+    /// for a slow consumer instead, and in [`SubscriberMode::Latest`], which
+    /// asks for the newest frame, not the oldest queued one.
     pub read_ahead: usize,
     /// Where the library's messages about this subscriber go (while it
     /// connects, and from its read-ahead thread); None: the process's
@@ -244,8 +245,10 @@ impl Subscriber {
         let (key, info) = (reader.key.clone(), reader.info.clone());
         let (bit, initial_seq) = (reader.ring.bit, reader.initial_seq);
         let peer_device = reader.ring.mapping.peer_device();
+        // A queue hands out the oldest frame first: in LATEST mode, which asks
+        // for the newest, there is none (nor under STRICT_WAIT, D26).
         let source = match config.read_ahead {
-            depth if depth > 0 && !reader.strict => {
+            depth if depth > 0 && !reader.strict && config.mode == SubscriberMode::Sequential => {
                 Source::Ahead(ReadAhead::start(reader, depth, config.logger.clone())?)
             }
             _ => Source::Direct(Box::new(reader)),

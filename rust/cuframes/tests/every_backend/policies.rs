@@ -176,6 +176,27 @@ fn latest_mode_skips_to_the_newest_frame(backend: Backend) {
     assert_eq!(sub.stats().dropped, 2);
 }
 
+/// The defaults' read-ahead (32) does not turn LATEST into a queue of old
+/// frames: it reads no frames ahead.
+fn latest_mode_reads_no_frames_ahead(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = unique_key("latestahead");
+    let mut publisher = backend.publisher(config(&key, dir.path()));
+    let mut cfg = backend.subscriber_config(&key, dir.path(), "latest");
+    cfg.mode = SubscriberMode::Latest;
+    cfg.copy = cuframes::CopyMode::Auto;
+    cfg.read_ahead = 32;
+    let mut sub = backend.connect(cfg);
+    for _ in 0..3 {
+        publisher.publish_pattern();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lease = sub.next(SECOND).unwrap();
+    assert_eq!(lease.seq(), 3, "the newest, not the first queued");
+    assert!(lease_matches(&lease));
+    assert_eq!((sub.stats().dropped, sub.queued()), (2, 0));
+}
+
 /// Under STRICT_WAIT a LATEST subscriber ACKs the frames it skips, so the
 /// publisher runs at the pace of the subscriber's reads, never into the ACK
 /// timeout.
@@ -326,6 +347,7 @@ every_backend!(
     drop_oldest_reports_an_overwritten_lease,
     a_lagging_sequential_subscriber_counts_lost_frames,
     latest_mode_skips_to_the_newest_frame,
+    latest_mode_reads_no_frames_ahead,
     latest_mode_never_stalls_strict_wait,
     flush_waits_for_outstanding_frames,
     next_times_out_and_waits_for_subscribers_time_out,
