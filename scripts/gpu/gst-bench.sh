@@ -94,13 +94,13 @@ run_case() {
     local sampler=$!
     for i in $(seq "$n"); do
         # shellcheck disable=SC2046 # the element descriptions are lists of words
-        counted consumer-$i "$dir" timeout 120 "$PROBE" "$dir/consumer-$i.log" $(src_of "$transport" "$key") ! \
+        counted consumer-$i "$dir" timeout 40 "$PROBE" "$dir/consumer-$i.log" $(src_of "$transport" "$key") ! \
             ${CONSUMER_FILTER:-} identity name=probe ! fakesink name=sink sync=false >"$dir/consumer-$i.err" 2>&1 &
         pids+=($!)
     done
     sleep 0.5
     # shellcheck disable=SC2046
-    counted producer "$dir" timeout 120 "$PROBE" "$dir/producer.log" "$@" ! identity name=probe ! \
+    counted producer "$dir" timeout 40 "$PROBE" "$dir/producer.log" "$@" ! identity name=probe ! \
         $(sink_of "$transport" "$key" "$n") >"$dir/producer.err" 2>&1
     for i in "${pids[@]}"; do wait "$i"; done
     kill "$sampler" 2>/dev/null

@@ -532,7 +532,9 @@ mod needs_gpu {
         );
         let sub = env.subscribe(
             &key,
-            "--verify --frames 200 --copy auto --start-delay 3s --name nocopy",
+            // No read-ahead thread: it would take (and copy) frames before the
+            // hog is in place, and reuse those buffers after.
+            "--verify --frames 200 --copy auto --read-ahead 0 --start-delay 3s --name nocopy",
         );
         wait_for_subscriber_count(&env, &key, 1);
         let hog = Hog::leaving(1 << 20);

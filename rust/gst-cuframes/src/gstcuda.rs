@@ -115,6 +115,16 @@ impl GstCuda {
                 .ok()
                 .map(|symbol| *symbol)
         }
+        let load_driver: unsafe extern "C" fn() -> gboolean = required(&library, "gst_cuda_load_library")?;
+        // GstCuda calls the driver through a table it fills here; nvcodec's
+        // plugin fills it when it loads, but a pipeline without nvcodec's
+        // elements (cuframessrc ! fakesink) would call into an empty table.
+        // SAFETY: no arguments; idempotent (GStreamer loads once).
+        if unsafe { load_driver() } == 0 {
+            return Err(
+                "GStreamer could not load the CUDA driver (libcuda.so.1): no CUDA memory here".to_owned(),
+            );
+        }
         let cuda = GstCuda {
             context_get_handle: required(&library, "gst_cuda_context_get_handle")?,
             is_cuda_memory: required(&library, "gst_is_cuda_memory")?,
