@@ -116,7 +116,7 @@ feed() { # SIZE: one NV12 frame made on the CPU and uploaded once, for appsrc na
 
 echo "GStreamer $(gst-inspect-1.0 --version | sed -n 2p); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 gst-inspect-1.0 cuframessrc >/dev/null && gst-inspect-1.0 cudaipcsink >/dev/null || exit 1
-clip 1080p 1920x1080 450 && clip 4k 3840x2160 150 || exit 1
+clip 1080p 1920x1080 300 && clip 4k 3840x2160 120 || exit 1
 
 echo "== decoder: nvh264dec ! SINK"
 for size in 1080p 4k; do
@@ -140,7 +140,7 @@ for size in 1920x1080 3840x2160; do
     feed $size
     for n in $CONSUMERS; do
         for t in $TRANSPORTS; do
-            GST_BENCH_FEED_COUNT=600 run_case "fast-${size#*x}p-$n-$t" "$t" "$n" appsrc name=feed
+            GST_BENCH_FEED_COUNT=400 run_case "fast-${size#*x}p-$n-$t" "$t" "$n" appsrc name=feed
         done
     done
 done
@@ -149,7 +149,7 @@ echo "== slow: a 30 fps stream, a consumer taking 15 fps"
 feed 1920x1080
 for t in cuframes-drop-oldest cuframes-strict-wait cudaipc-copy cudaipc-import cudaipc-mmap; do
     policy=${t#cuframes-}
-    POLICY=$policy SYNC=true CONSUMER_FILTER="identity sleep-time=66666 !" GST_BENCH_FEED_COUNT=120 \
+    POLICY=$policy SYNC=true CONSUMER_FILTER="identity sleep-time=66666 !" GST_BENCH_FEED_COUNT=90 \
         run_case "slow-$t" "${t%%-[ds]*}" 1 appsrc name=feed
 done
 
