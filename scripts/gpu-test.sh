@@ -22,6 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/capabilities.sh
+. scripts/lib/cupti.sh  # find_cupti: CUPTI for the copy counter
 stage=.gpu
 
 # release_test_binary PACKAGE TARGET CARGO_ARGS...: builds the release test
@@ -110,20 +111,6 @@ stage() {
     du -sh "$stage"
 }
 
-# CUPTI for the copy counter: the toolkit's or PyTorch's, whichever is there.
-find_cupti() {
-    local found
-    found=$(find /usr/local/cuda* /usr/lib /opt /usr/local/lib -name 'libcupti.so*' 2>/dev/null | sort -r | head -n 1)
-    if [ -z "$found" ]; then
-        found=$(python3 - <<'PY' 2>/dev/null
-import glob, site
-hits = [h for p in site.getsitepackages() for h in glob.glob(p + "/nvidia/*/lib/libcupti.so*")]
-print(sorted(hits)[-1] if hits else "")
-PY
-)
-    fi
-    echo "$found"
-}
 
 failures=0
 # part NAME LOG command...: runs one part, logs it under $OUT, counts a failure.
