@@ -411,6 +411,33 @@ test_cuda_frames() {
     same_bytes "30 pattern frames, CUDA and host" "$T/host.raw" "$T/cuda.raw" 115200
 }
 
+# 13. The benchmark's tools on host memory (scripts/gpu/gst-bench.sh runs them on the
+# GPU): the probe times every buffer on both sides, cuframessrc's reference
+# timestamps match each consumer buffer to the producer's, the report counts it all.
+test_bench_probe() {
+    local probe=$T/gst-bench-probe raw=$T/raw/decoder-1080p-1-cuframes key=bench-$$
+    # shellcheck disable=SC2046 # pkg-config output is a list of flags
+    cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$probe" scripts/gpu/gst-bench-probe.c \
+        $(pkg-config --cflags --libs gstreamer-1.0 gstreamer-base-1.0) 2>"$T/cc.err" || fail "the probe does not build"
+    mkdir -p "$raw"
+    echo "cuframes 1" >"$raw/case"
+    bgrun sub 30 "$probe" "$raw/consumer-1.log" cuframessrc key=$key wait-timeout=10000 ! identity name=probe ! \
+        fakesink name=sink sync=false
+    local sub=$BGPID
+    run pub 30 "$probe" "$raw/producer.log" videotestsrc num-buffers=60 ! video/x-raw,format=NV12,width=64,height=48 ! \
+        identity name=probe ! cuframessink name=sink key=$key sync=false policy=strict-wait wait-subscribers=1
+    [ "$RC" -eq 0 ] || fail "the producer exited $RC"
+    wait "$sub" || fail "the consumer failed"
+    says "$raw/producer.log" "end pid=" "frames=60 "
+    says "$raw/consumer-1.log" "end pid=" "frames=60 "
+    # Every consumer buffer carries the publisher's PTS (not -1).
+    [ "$(awk '$1 == "buf" && $5 >= 0' "$raw/consumer-1.log" | wc -l)" = 60 ] || fail "buffers without the publisher's PTS"
+    python3 scripts/gpu/gst-bench-report.py "$T/raw" >"$T/table.md" || fail "the report failed"
+    # 60 produced, 60 received, and a latency from the frames matched (not "–").
+    grep -E '^\| 1080p \| 1 \| cuframes \| 60 \| 60 \|' "$T/table.md" | grep -qvE '\| – / – \|' ||
+        fail "the report's row: $(grep cuframes "$T/table.md")"
+}
+
 inside() {
     FF=("$FFMPEG" -nostdin -hide_banner -nostats -loglevel error)
     GST=(gst-launch-1.0 -q)
@@ -434,7 +461,8 @@ fi
 # ---- the runner ---------------------------------------------------------------
 
 TESTS=(test_inspect test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_missing_key
-    test_unsupported_caps test_publisher_restart test_kill test_losses test_state_cycles test_formats test_odd_sizes test_cuda_frames)
+    test_unsupported_caps test_publisher_restart test_kill test_losses test_state_cycles test_formats test_odd_sizes test_cuda_frames
+    test_bench_probe)
 NEEDS_FFMPEG=" test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_publisher_restart test_formats "
 
 selected() {
