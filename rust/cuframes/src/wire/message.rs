@@ -380,171 +380,185 @@ fn check_shm_path(path: &str) -> Result<()> {
     Ok(())
 }
 
+/// The message of type `kind` in payload `p`: one decoder a type (the
+/// payload's length already checked against the v1 limit).
 fn decode_payload(kind: u32, p: &[u8]) -> Result<Message> {
     let name = type_name(kind);
-    let exact = |want: usize| -> Result<()> {
-        if p.len() == want {
-            Ok(())
-        } else {
-            Err(Error::protocol(format!(
-                "{name} payload is {} bytes; v1 requires {want}",
-                p.len()
-            )))
-        }
-    };
     let mut r = Reader { p, at: 0 };
     let msg = match kind {
-        msg_type::HELLO_REQ => {
-            if p.len() < len::HELLO_REQ_FIXED {
-                return Err(Error::protocol(format!(
-                    "{name} payload of {} bytes is truncated",
-                    p.len()
-                )));
-            }
-            let proto_version = r.u32();
-            let name_len = r.u32() as usize;
-            if name_len > MAX_NAME_BYTES {
-                return Err(Error::protocol(format!(
-                    "{name}: consumer name of {name_len} bytes exceeds {MAX_NAME_BYTES}"
-                )));
-            }
-            exact(len::HELLO_REQ_FIXED + name_len)?;
-            let raw = r.bytes(name_len);
-            let consumer = std::str::from_utf8(raw)
-                .map_err(|_| Error::protocol(format!("{name}: consumer name is not UTF-8")))?;
-            if consumer.contains('\0') {
-                return Err(Error::protocol(format!("{name}: consumer name contains NUL")));
-            }
-            let cuda_device = r.i32();
-            let mode = r.u32();
-            let ext_flags = r.u32();
-            Message::HelloReq(HelloReq {
-                proto_version,
-                name: consumer.to_owned(),
-                cuda_device,
-                mode,
-                ext_flags,
-            })
-        }
-        msg_type::HELLO_RESP => {
-            if p.len() < 4 {
-                return Err(Error::protocol(format!(
-                    "{name} payload of {} bytes is truncated",
-                    p.len()
-                )));
-            }
-            let result = r.i32();
-            if result > 0 {
-                return Err(Error::protocol(format!(
-                    "{name}: result {result} is not 0 or negative"
-                )));
-            }
-            if result < 0 && p.len() == len::HELLO_RESP_REFUSED {
-                let proto_version = r.u32();
-                return Ok(Message::HelloResp(HelloResp {
-                    result,
-                    proto_version,
-                    accept: None,
-                }));
-            }
-            if p.len() < len::HELLO_RESP_FIXED {
-                return Err(Error::protocol(format!(
-                    "{name} payload of {} bytes is truncated",
-                    p.len()
-                )));
-            }
-            let proto_version = r.u32();
-            let ring_size = r.u32();
-            let ownership_mode = r.u32();
-            let meta = FrameMeta::from_bytes(r.bytes(64).try_into().expect("64 bytes"));
-            let path_len = r.u32() as usize;
-            if path_len > 255 {
-                return Err(Error::protocol(format!(
-                    "{name}: shm path of {path_len} bytes is too long"
-                )));
-            }
-            exact(len::HELLO_RESP_FIXED + path_len)?;
-            let raw = r.bytes(path_len);
-            let shm_path = std::str::from_utf8(raw)
-                .ok()
-                .filter(|s| check_shm_path(s).is_ok())
-                .ok_or_else(|| Error::protocol(format!("{name}: shm path is not printable ASCII")))?;
-            let early_fds = r.u32();
-            let granted = r.u32();
-            let accept = (result == 0).then(|| HelloAccept {
-                ring_size,
-                ownership_mode,
-                meta,
-                shm_path: shm_path.to_owned(),
-                early_fds,
-                granted,
-            });
-            Message::HelloResp(HelloResp {
-                result,
-                proto_version,
-                accept,
-            })
-        }
+        msg_type::HELLO_REQ => decode_hello_req(name, p)?,
+        msg_type::HELLO_RESP => decode_hello_resp(name, p)?,
         msg_type::SUBSCRIBE_REQ => {
-            exact(len::SUBSCRIBE_REQ)?;
+            exact(name, p, len::SUBSCRIBE_REQ)?;
             Message::SubscribeReq {
                 proto_version: r.u32(),
             }
         }
-        msg_type::SUBSCRIBE_RESP => {
-            exact(len::SUBSCRIBE_RESP)?;
-            let result = r.i32();
-            if result > 0 {
-                return Err(Error::protocol(format!(
-                    "{name}: result {result} is not 0 or negative"
-                )));
-            }
-            Message::SubscribeResp(SubscribeResp {
-                result,
-                assigned_bit: r.u32(),
-                initial_seq: r.u64(),
-            })
-        }
+        msg_type::SUBSCRIBE_RESP => decode_subscribe_resp(name, p)?,
         msg_type::UNSUBSCRIBE => {
-            exact(len::FOUR_PLUS_RESERVED)?;
+            exact(name, p, len::FOUR_PLUS_RESERVED)?;
             Message::Unsubscribe { reason: r.u32() }
         }
         msg_type::EVENT_FD => {
-            exact(len::FOUR_PLUS_RESERVED)?;
+            exact(name, p, len::FOUR_PLUS_RESERVED)?;
             Message::EventFd { purpose: r.u32() }
         }
         msg_type::SHUTDOWN => {
-            exact(len::FOUR_PLUS_RESERVED)?;
+            exact(name, p, len::FOUR_PLUS_RESERVED)?;
             Message::Shutdown { reason: r.u32() }
         }
         msg_type::PING => {
-            exact(len::PING)?;
+            exact(name, p, len::PING)?;
             Message::Ping { nonce: r.u64() }
         }
         msg_type::PONG => {
-            exact(len::PING)?;
+            exact(name, p, len::PING)?;
             Message::Pong { nonce: r.u64() }
         }
-        msg_type::ERROR => {
-            if p.len() < len::ERROR_FIXED {
-                return Err(Error::protocol(format!(
-                    "{name} payload of {} bytes is truncated",
-                    p.len()
-                )));
-            }
-            let code = r.i32();
-            let text_len = r.u32() as usize;
-            exact(len::ERROR_FIXED.saturating_add(text_len))?;
-            let text = std::str::from_utf8(r.bytes(text_len))
-                .map_err(|_| Error::protocol(format!("{name}: message is not UTF-8")))?;
-            Message::Error {
-                code,
-                message: text.to_owned(),
-            }
-        }
+        msg_type::ERROR => decode_error(name, p)?,
         _ => return Err(Error::protocol(format!("unknown message type 0x{kind:02X}"))),
     };
     Ok(msg)
+}
+
+/// A payload of `name` must be exactly `want` bytes.
+fn exact(name: &str, p: &[u8], want: usize) -> Result<()> {
+    if p.len() == want {
+        Ok(())
+    } else {
+        Err(Error::protocol(format!(
+            "{name} payload is {} bytes; v1 requires {want}",
+            p.len()
+        )))
+    }
+}
+
+/// A payload of `name` must hold at least its `fixed` part.
+fn at_least(name: &str, p: &[u8], fixed: usize) -> Result<()> {
+    if p.len() < fixed {
+        return Err(Error::protocol(format!(
+            "{name} payload of {} bytes is truncated",
+            p.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A result field: 0 or negative (an [`crate::ErrorKind`] code).
+fn check_result(name: &str, result: i32) -> Result<()> {
+    if result > 0 {
+        return Err(Error::protocol(format!(
+            "{name}: result {result} is not 0 or negative"
+        )));
+    }
+    Ok(())
+}
+
+/// HELLO_REQ: the fixed part with the name's length, the name, the rest.
+fn decode_hello_req(name: &str, p: &[u8]) -> Result<Message> {
+    at_least(name, p, len::HELLO_REQ_FIXED)?;
+    let mut r = Reader { p, at: 0 };
+    let proto_version = r.u32();
+    let name_len = r.u32() as usize;
+    if name_len > MAX_NAME_BYTES {
+        return Err(Error::protocol(format!(
+            "{name}: consumer name of {name_len} bytes exceeds {MAX_NAME_BYTES}"
+        )));
+    }
+    exact(name, p, len::HELLO_REQ_FIXED + name_len)?;
+    let raw = r.bytes(name_len);
+    let consumer = std::str::from_utf8(raw)
+        .map_err(|_| Error::protocol(format!("{name}: consumer name is not UTF-8")))?;
+    if consumer.contains('\0') {
+        return Err(Error::protocol(format!("{name}: consumer name contains NUL")));
+    }
+    let cuda_device = r.i32();
+    let mode = r.u32();
+    let ext_flags = r.u32();
+    Ok(Message::HelloReq(HelloReq {
+        proto_version,
+        name: consumer.to_owned(),
+        cuda_device,
+        mode,
+        ext_flags,
+    }))
+}
+
+/// HELLO_RESP: a refusal (a negative result and the publisher's version),
+/// or the body, with the shm path's length, the path and the rest.
+fn decode_hello_resp(name: &str, p: &[u8]) -> Result<Message> {
+    at_least(name, p, 4)?;
+    let mut r = Reader { p, at: 0 };
+    let result = r.i32();
+    check_result(name, result)?;
+    if result < 0 && p.len() == len::HELLO_RESP_REFUSED {
+        let proto_version = r.u32();
+        return Ok(Message::HelloResp(HelloResp {
+            result,
+            proto_version,
+            accept: None,
+        }));
+    }
+    at_least(name, p, len::HELLO_RESP_FIXED)?;
+    let proto_version = r.u32();
+    let ring_size = r.u32();
+    let ownership_mode = r.u32();
+    let meta = FrameMeta::from_bytes(r.bytes(64).try_into().expect("64 bytes"));
+    let path_len = r.u32() as usize;
+    if path_len > 255 {
+        return Err(Error::protocol(format!(
+            "{name}: shm path of {path_len} bytes is too long"
+        )));
+    }
+    exact(name, p, len::HELLO_RESP_FIXED + path_len)?;
+    let raw = r.bytes(path_len);
+    let shm_path = std::str::from_utf8(raw)
+        .ok()
+        .filter(|s| check_shm_path(s).is_ok())
+        .ok_or_else(|| Error::protocol(format!("{name}: shm path is not printable ASCII")))?;
+    let early_fds = r.u32();
+    let granted = r.u32();
+    let accept = (result == 0).then(|| HelloAccept {
+        ring_size,
+        ownership_mode,
+        meta,
+        shm_path: shm_path.to_owned(),
+        early_fds,
+        granted,
+    });
+    Ok(Message::HelloResp(HelloResp {
+        result,
+        proto_version,
+        accept,
+    }))
+}
+
+/// SUBSCRIBE_RESP: result, bit, initial seq.
+fn decode_subscribe_resp(name: &str, p: &[u8]) -> Result<Message> {
+    exact(name, p, len::SUBSCRIBE_RESP)?;
+    let mut r = Reader { p, at: 0 };
+    let result = r.i32();
+    check_result(name, result)?;
+    Ok(Message::SubscribeResp(SubscribeResp {
+        result,
+        assigned_bit: r.u32(),
+        initial_seq: r.u64(),
+    }))
+}
+
+/// ERROR: the code, the text's length, the text.
+fn decode_error(name: &str, p: &[u8]) -> Result<Message> {
+    at_least(name, p, len::ERROR_FIXED)?;
+    let mut r = Reader { p, at: 0 };
+    let code = r.i32();
+    let text_len = r.u32() as usize;
+    exact(name, p, len::ERROR_FIXED.saturating_add(text_len))?;
+    let text = std::str::from_utf8(r.bytes(text_len))
+        .map_err(|_| Error::protocol(format!("{name}: message is not UTF-8")))?;
+    Ok(Message::Error {
+        code,
+        message: text.to_owned(),
+    })
 }
 
 struct Writer(Vec<u8>);
