@@ -15,7 +15,7 @@ use crate::format::FrameLayout;
 use crate::memory::{CudaShareRequest, MemoryKind, SlotPool, create_pool};
 use crate::platform::access;
 use crate::resources::{KeyClaim, KeyPaths};
-use crate::shm::header::{ShmHeader, validate_header};
+use crate::shm::header::{ShmHeader, StreamInfo, validate_header};
 use crate::shm::side_area::SideArea;
 use crate::wire::layout::{
     FrameMeta, MAGIC, MAX_RING_SIZE, MAX_SUBSCRIBER_SLOTS, OWNERSHIP_EXTERNAL, OWNERSHIP_LIBRARY,
@@ -32,124 +32,21 @@ impl Publisher {
         crate::log::with_logger(logger.as_ref(), || Self::create_logged(config))
     }
 
+    /// The steps of `create`, in their order: each one's resources are
+    /// released, should a later one fail, before those of the steps before
+    /// it (the key's claim last).
     fn create_logged(config: PublisherConfig) -> Result<Publisher> {
         crate::testhook::announce();
-        if config.ring_size == 0 || config.ring_size > MAX_RING_SIZE {
-            return Err(Error::invalid(format!(
-                "ring size {} is outside 1..={MAX_RING_SIZE}",
-                config.ring_size
-            )));
-        }
-        if config.policy == Policy::StrictWait && config.ack_timeout.is_zero() {
-            return Err(Error::invalid("strict-wait needs an ACK timeout above 0 ms"));
-        }
-        if config.handshake_timeout.is_zero() {
-            return Err(Error::invalid(
-                "a handshake timeout of 0 would close every subscriber before it subscribed",
-            ));
-        }
-        if let Some((num, den)) = config.fps
-            && (num == 0 || den == 0)
-        {
-            return Err(Error::invalid(format!("frame rate {num}/{den} is not positive")));
-        }
-        if config.cuda_device < -1 {
-            return Err(Error::invalid(format!(
-                "cuda_device {} is no device ordinal (-1 = the current context, else device 0; n >= 0 = device n)",
-                config.cuda_device
-            )));
-        }
+        check_config(&config)?;
         let memory = config.memory.resolve()?;
         let layout = FrameLayout::aligned(config.format, config.width, config.height, PITCH_ALIGNMENT)?;
         let group = config.group.as_deref().map(access::resolve_group).transpose()?;
-        let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref(), group)?;
-        let claim = KeyClaim::acquire(&paths)?;
-        if !claim.removed().is_empty() {
-            crate::log::warning!(
-                "key '{}': removed what a publisher that is gone left behind: {}",
-                config.key,
-                claim.removed().join(", ")
-            );
-        }
-        let pool = match &config.external_slots {
-            None => create_pool(
-                memory,
-                &config.key,
-                &layout,
-                config.ring_size,
-                config.cuda,
-                config.cuda_device,
-                config.cuda_share,
-            )?,
-            Some(ptrs) => {
-                if config.cuda_share == CudaShareRequest::Fd {
-                    return Err(Error::invalid(
-                        "external slots are the caller's cuMemAlloc buffers, shared with CUDA IPC: use cuda_share auto or ipc",
-                    ));
-                }
-                if memory != MemoryKind::Cuda || ptrs.len() != config.ring_size {
-                    return Err(Error::invalid(format!(
-                        "external slots need CUDA memory and exactly ring_size ({}) device buffers, got {} on {} memory",
-                        config.ring_size,
-                        ptrs.len(),
-                        memory.name()
-                    )));
-                }
-                crate::memory::external_pool(&layout, ptrs, config.cuda, config.cuda_device)?
-            }
-        };
+        let (paths, claim) = claim_key(&config, group)?;
+        let pool = make_pool(&config, memory, &layout)?;
         let memory_kind = pool.cuda_share().map_or(memory.wire(), |share| share.wire());
         let meta = frame_meta(&layout, memory_kind, config.fps, pool.device_uuid())?;
-        let ownership = if config.external_slots.is_some() {
-            OWNERSHIP_EXTERNAL
-        } else {
-            OWNERSHIP_LIBRARY
-        };
-        let initial = initial_header(&config, &meta, pool.as_ref());
-        // What subscribers will read, read back the way they do.
-        let info = validate_header(&SharedHeader {
-            magic: MAGIC,
-            ..initial
-        })?;
-        let group_writes = config.v1_peers == V1Peers::Allow;
-        let headers = Headers::create(&config.key, &paths.shm_name, &initial, group, group_writes)?;
-        let listener = crate::resources::bind_secured(&paths.socket, group)?;
-        let doorbell = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-            .map_err(|e| Error::os("eventfd (ACK doorbell)", e))?;
-        let doorbell_for_peers = doorbell
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::io("dup eventfd", &e))?;
-        let named_for_v1 = ShmHeader::open_for_sharing(&paths.shm_name)?;
-        let sealed_for_peers = headers
-            .sealed_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::io("dup the sealed header", &e))?;
-        let registry = Arc::new(Registry::new(&config.key, headers));
-        let (side_area, side_fd) = SideArea::create(&config.key)?;
-        let control_stats = Arc::new(ControlStats::default());
-        let control = ControlThread::spawn(ControlSetup {
-            listener,
-            registry: registry.clone(),
-            hello: HelloAccept {
-                ring_size: config.ring_size as u32,
-                ownership_mode: ownership as u32,
-                meta,
-                shm_path: paths.shm_name.clone(),
-                early_fds: 0,
-                granted: 0,
-            },
-            shared_fds: pool.shared_fds()?,
-            headers_to_send: [sealed_for_peers, named_for_v1],
-            early_fds: early_fds(pool.as_ref(), side_fd)?,
-            doorbell: doorbell_for_peers,
-            v1_peers: config.v1_peers,
-            handshake_timeout: config.handshake_timeout,
-            stats: control_stats.clone(),
-            owner_uid: nix::unistd::geteuid().as_raw(),
-            group,
-            logger: config.logger.clone(),
-        })?;
+        let (headers, info) = make_headers(&config, &paths, group, &meta, pool.as_ref())?;
+        let serving = start_control(&config, &paths, group, headers, meta, pool.as_ref())?;
         Ok(Publisher {
             key: config.key,
             layout,
@@ -159,21 +56,192 @@ impl Publisher {
             startup_timeout: config.startup_timeout,
             slot_seqs: [0; MAX_RING_SIZE],
             pool,
-            registry,
-            control,
-            control_stats,
+            registry: serving.registry,
+            control: serving.control,
+            control_stats: serving.control_stats,
             next_seq: 1,
-            doorbell,
+            doorbell: serving.doorbell,
             next_mirror_ns: 0,
             acquired: None,
             info,
             props: None,
-            side_area,
+            side_area: serving.side_area,
             pending_side_data: Vec::new(),
             stats: PublisherStats::default(),
             claim,
         })
     }
+}
+
+/// Check: the configuration's values, before anything is made.
+fn check_config(config: &PublisherConfig) -> Result<()> {
+    if config.ring_size == 0 || config.ring_size > MAX_RING_SIZE {
+        return Err(Error::invalid(format!(
+            "ring size {} is outside 1..={MAX_RING_SIZE}",
+            config.ring_size
+        )));
+    }
+    if config.policy == Policy::StrictWait && config.ack_timeout.is_zero() {
+        return Err(Error::invalid("strict-wait needs an ACK timeout above 0 ms"));
+    }
+    if config.handshake_timeout.is_zero() {
+        return Err(Error::invalid(
+            "a handshake timeout of 0 would close every subscriber before it subscribed",
+        ));
+    }
+    if let Some((num, den)) = config.fps
+        && (num == 0 || den == 0)
+    {
+        return Err(Error::invalid(format!("frame rate {num}/{den} is not positive")));
+    }
+    if config.cuda_device < -1 {
+        return Err(Error::invalid(format!(
+            "cuda_device {} is no device ordinal (-1 = the current context, else device 0; n >= 0 = device n)",
+            config.cuda_device
+        )));
+    }
+    Ok(())
+}
+
+/// Reserve the key: its paths, and the claim on them (what a publisher that
+/// is gone left behind removed, and said).
+fn claim_key(config: &PublisherConfig, group: Option<u32>) -> Result<(KeyPaths, KeyClaim)> {
+    let paths = KeyPaths::for_publisher(&config.key, config.runtime_dir.as_deref(), group)?;
+    let claim = KeyClaim::acquire(&paths)?;
+    if !claim.removed().is_empty() {
+        crate::log::warning!(
+            "key '{}': removed what a publisher that is gone left behind: {}",
+            config.key,
+            claim.removed().join(", ")
+        );
+    }
+    Ok((paths, claim))
+}
+
+/// Make the memory: the ring's slots, ours or the caller's (EXTERNAL).
+fn make_pool(
+    config: &PublisherConfig,
+    memory: MemoryKind,
+    layout: &FrameLayout,
+) -> Result<Box<dyn SlotPool>> {
+    match &config.external_slots {
+        None => create_pool(
+            memory,
+            &config.key,
+            layout,
+            config.ring_size,
+            config.cuda,
+            config.cuda_device,
+            config.cuda_share,
+        ),
+        Some(ptrs) => {
+            if config.cuda_share == CudaShareRequest::Fd {
+                return Err(Error::invalid(
+                    "external slots are the caller's cuMemAlloc buffers, shared with CUDA IPC: use cuda_share auto or ipc",
+                ));
+            }
+            if memory != MemoryKind::Cuda || ptrs.len() != config.ring_size {
+                return Err(Error::invalid(format!(
+                    "external slots need CUDA memory and exactly ring_size ({}) device buffers, got {} on {} memory",
+                    config.ring_size,
+                    ptrs.len(),
+                    memory.name()
+                )));
+            }
+            crate::memory::external_pool(layout, ptrs, config.cuda, config.cuda_device)
+        }
+    }
+}
+
+/// Make the header: what it says at first, read back the way subscribers
+/// read it, then the shared header (named and sealed) made with it.
+fn make_headers(
+    config: &PublisherConfig,
+    paths: &KeyPaths,
+    group: Option<u32>,
+    meta: &FrameMeta,
+    pool: &dyn SlotPool,
+) -> Result<(Headers, StreamInfo)> {
+    let initial = initial_header(config, meta, pool);
+    // What subscribers will read, read back the way they do.
+    let info = validate_header(&SharedHeader {
+        magic: MAGIC,
+        ..initial
+    })?;
+    let group_writes = config.v1_peers == V1Peers::Allow;
+    let headers = Headers::create(&config.key, &paths.shm_name, &initial, group, group_writes)?;
+    Ok((headers, info))
+}
+
+/// What [`start_control`] made, which the publisher keeps.
+struct Serving {
+    registry: Arc<Registry>,
+    control: ControlThread,
+    control_stats: Arc<ControlStats>,
+    doorbell: EventFd,
+    side_area: SideArea,
+}
+
+/// Start the control thread: the socket bound, the ACK doorbell, the
+/// descriptors the thread hands subscribers (the headers, the side-data
+/// area, the slots), the registry of subscribers, and the thread.
+fn start_control(
+    config: &PublisherConfig,
+    paths: &KeyPaths,
+    group: Option<u32>,
+    headers: Headers,
+    meta: FrameMeta,
+    pool: &dyn SlotPool,
+) -> Result<Serving> {
+    let ownership = if config.external_slots.is_some() {
+        OWNERSHIP_EXTERNAL
+    } else {
+        OWNERSHIP_LIBRARY
+    };
+    let listener = crate::resources::bind_secured(&paths.socket, group)?;
+    let doorbell = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+        .map_err(|e| Error::os("eventfd (ACK doorbell)", e))?;
+    let doorbell_for_peers = doorbell
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::io("dup eventfd", &e))?;
+    let named_for_v1 = ShmHeader::open_for_sharing(&paths.shm_name)?;
+    let sealed_for_peers = headers
+        .sealed_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::io("dup the sealed header", &e))?;
+    let registry = Arc::new(Registry::new(&config.key, headers));
+    let (side_area, side_fd) = SideArea::create(&config.key)?;
+    let control_stats = Arc::new(ControlStats::default());
+    let control = ControlThread::spawn(ControlSetup {
+        listener,
+        registry: registry.clone(),
+        hello: HelloAccept {
+            ring_size: config.ring_size as u32,
+            ownership_mode: ownership as u32,
+            meta,
+            shm_path: paths.shm_name.clone(),
+            early_fds: 0,
+            granted: 0,
+        },
+        shared_fds: pool.shared_fds()?,
+        headers_to_send: [sealed_for_peers, named_for_v1],
+        early_fds: early_fds(pool, side_fd)?,
+        doorbell: doorbell_for_peers,
+        v1_peers: config.v1_peers,
+        handshake_timeout: config.handshake_timeout,
+        stats: control_stats.clone(),
+        owner_uid: nix::unistd::geteuid().as_raw(),
+        group,
+        logger: config.logger.clone(),
+    })?;
+    Ok(Serving {
+        registry,
+        control,
+        control_stats,
+        doorbell,
+        side_area,
+    })
 }
 
 /// What a subscriber that asks (HELLO_REQ `EARLY_FDS`) gets before
