@@ -14,7 +14,9 @@ use super::reader::Reader;
 use super::{SubscriberConfig, SubscriberMode};
 use crate::channel::{Channel, Descriptors};
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::{ContextHold, CudaShare, MappingSource, MemoryKind, hold_context, open_mapping};
+use crate::memory::{
+    ContextHold, CudaShare, MappingSource, MemoryKind, SlotMapping, hold_context, open_mapping,
+};
 use crate::platform::access::PeerCred;
 use crate::platform::region::Access;
 use crate::resources::KeyPaths;
@@ -103,18 +105,7 @@ fn connect_once(config: &SubscriberConfig) -> std::result::Result<Reader, Failed
     // CUDA memory is mapped before SUBSCRIBE (D23): making a CUDA
     // context takes seconds on a busy host, and the publisher counts a
     // subscriber's start-up time from its admission.
-    let cuda_share = CudaShare::from_wire(info.meta.memory_kind).filter(|_| info.memory == MemoryKind::Cuda);
-    if cuda_share == Some(CudaShare::Ipc) && publisher.pid == 0 {
-        // SO_PEERCRED reports pid 0 for a peer outside our PID namespace:
-        // legacy CUDA IPC handles cannot be opened from there.
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "the publisher of '{key}' runs in another PID namespace (another container) and shares CUDA memory with CUDA IPC handles (cuda_share=ipc), which only open within its PID namespace: publish with cuda_share=fd (the default where the GPU supports it), or share the publisher's PID namespace"
-            ),
-        )
-        .into());
-    }
+    let cuda_share = cuda_share_of(&info, &publisher, &key)?;
     let source = MappingSource {
         layout: &info.layout,
         cuda_share,
@@ -135,25 +126,15 @@ fn connect_once(config: &SubscriberConfig) -> std::result::Result<Reader, Failed
     let before_subscribe = hello_done.elapsed();
 
     crate::testhook::abort_at("sub-after-hello");
-    let subscribed = subscribe(&mut chan, deadline, &key).and_then(|resp| {
-        Ok((
-            resp,
-            receive_descriptors(&mut chan, deadline, &key, &info, private_acks)?,
-        ))
-    });
-    let (resp, after) = match subscribed {
-        Ok(done) => done,
-        Err(error) => {
-            let ours = before_subscribe >= SLOW_BEFORE_SUBSCRIBE
-                && matches!(
-                    error.kind(),
-                    ErrorKind::Timeout | ErrorKind::Disconnected | ErrorKind::Io
-                );
-            // Taken while the mapping still holds the context.
-            let slow = ours.then(|| (before_subscribe, hold_context(info.memory, &source)));
-            return Err(Failed { error, slow });
-        }
-    };
+    // Judged here, while the mapping still holds the context.
+    let (resp, after) = subscribe(&mut chan, deadline, &key)
+        .and_then(|resp| {
+            Ok((
+                resp,
+                receive_descriptors(&mut chan, deadline, &key, &info, private_acks)?,
+            ))
+        })
+        .map_err(|error| failed_after_hello(error, before_subscribe, info.memory, &source))?;
     let AfterSubscribe {
         wake,
         acks,
@@ -165,21 +146,86 @@ fn connect_once(config: &SubscriberConfig) -> std::result::Result<Reader, Failed
             .map_err(|e| publisher_gone_or(&mut chan, e, &key))?,
     };
     crate::testhook::abort_at("sub-after-accept");
-    let ring = Arc::new(Ring {
+    let ring = ring(header, &info, mapping, resp.assigned_bit, side, acks);
+    Ok(reader(config, key, chan, info, ring, wake, resp))
+}
+
+/// How the publisher shares CUDA slots, if it does (None: host memory),
+/// refused where this process cannot open them: CUDA IPC handles open only
+/// within the publisher's PID namespace.
+fn cuda_share_of(info: &StreamInfo, publisher: &PeerCred, key: &str) -> Result<Option<CudaShare>> {
+    let cuda_share = CudaShare::from_wire(info.meta.memory_kind).filter(|_| info.memory == MemoryKind::Cuda);
+    if cuda_share == Some(CudaShare::Ipc) && publisher.pid == 0 {
+        // SO_PEERCRED reports pid 0 for a peer outside our PID namespace:
+        // legacy CUDA IPC handles cannot be opened from there.
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the publisher of '{key}' runs in another PID namespace (another container) and shares CUDA memory with CUDA IPC handles (cuda_share=ipc), which only open within its PID namespace: publish with cuda_share=fd (the default where the GPU supports it), or share the publisher's PID namespace"
+            ),
+        ));
+    }
+    Ok(cuda_share)
+}
+
+/// A handshake that failed at SUBSCRIBE or after it (steps 7-8): this
+/// process's own slowness is why when it took long before SUBSCRIBE and
+/// the failure is one the publisher's impatience makes; then its CUDA
+/// context is kept for the next try (taken while the mapping, of `source`,
+/// still holds it: the caller's job).
+fn failed_after_hello(
+    error: Error,
+    before_subscribe: Duration,
+    memory: MemoryKind,
+    source: &MappingSource<'_>,
+) -> Failed {
+    let ours = before_subscribe >= SLOW_BEFORE_SUBSCRIBE
+        && matches!(
+            error.kind(),
+            ErrorKind::Timeout | ErrorKind::Disconnected | ErrorKind::Io
+        );
+    let slow = ours.then(|| (before_subscribe, hold_context(memory, source)));
+    Failed { error, slow }
+}
+
+/// The ring as this subscriber reads it: the header, the slots mapped, the
+/// bit it was assigned, its side-data and ACK areas.
+fn ring(
+    header: ShmHeader,
+    info: &StreamInfo,
+    mapping: Box<dyn SlotMapping>,
+    bit: u32,
+    side: Option<SideArea>,
+    acks: Option<PrivateAcks>,
+) -> Arc<Ring> {
+    Arc::new(Ring {
         header: Arc::new(header),
         mapping,
         layout: info.layout.clone(),
         memory: info.memory,
         ring_size: info.ring_size,
-        bit: resp.assigned_bit,
+        bit,
         overwritten: AtomicU64::new(0),
         spare: Mutex::new(Vec::new()),
         side,
         acks,
         held_here: Default::default(),
-    });
+    })
+}
+
+/// The reader of the ring, from the frame after `resp.initial_seq`, nothing
+/// read yet.
+fn reader(
+    config: &SubscriberConfig,
+    key: String,
+    chan: Channel,
+    info: StreamInfo,
+    ring: Arc<Ring>,
+    wake: OwnedFd,
+    resp: SubscribeResp,
+) -> Reader {
     let strict = info.policy == crate::wire::layout::POLICY_STRICT_WAIT;
-    Ok(Reader {
+    Reader {
         key,
         ring,
         info,
@@ -201,7 +247,7 @@ fn connect_once(config: &SubscriberConfig) -> std::result::Result<Reader, Failed
         shut_down: false,
         control_pending: true,
         control_due_ns: 0,
-    })
+    }
 }
 
 /// Locate and connect (step 1): the channel to the key's publisher, and
