@@ -438,6 +438,30 @@ test_bench_probe() {
         fail "the report's row: $(grep cuframes "$T/table.md")"
 }
 
+# 14. Ctrl-C while the source waits for its first publisher (the default 30 s):
+# the wait is in the streaming thread, not the state change to PAUSED, so
+# gst-launch handles it at once (-e: an EOS, then NULL) and exits 0. (A wait in
+# the state change: gst-launch either did not act on Ctrl-C until it was over,
+# or, before it installs its handler, was killed by it.)
+test_interrupt_wait() {
+    bgrun wait 20 gst-launch-1.0 -e cuframessrc key=nobody-$$ ! fakesink
+    local group=$BGPID gst i
+    sleep 1
+    gst=$(pgrep -P $group gst-launch-1.0)
+    [ -n "$gst" ] || fail "gst-launch-1.0 did not wait for a publisher"
+    kill -INT $gst
+    # 3 s at most (it waited out the 30 s before).
+    for i in $(seq 30); do
+        kill -0 $group 2>/dev/null || break
+        sleep 0.1
+    done
+    ! kill -0 $group 2>/dev/null || fail "still running 3 s after Ctrl-C"
+    waitrc $group
+    local rc=$?
+    [ $rc -eq 0 ] || fail "exited $rc after Ctrl-C (0: an orderly stop; 130: killed by it)"
+    said wait "handling interrupt"
+}
+
 inside() {
     FF=("$FFMPEG" -nostdin -hide_banner -nostats -loglevel error)
     GST=(gst-launch-1.0 -q)
@@ -462,7 +486,7 @@ fi
 
 TESTS=(test_inspect test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_missing_key
     test_unsupported_caps test_publisher_restart test_kill test_losses test_state_cycles test_formats test_odd_sizes test_cuda_frames
-    test_bench_probe)
+    test_bench_probe test_interrupt_wait)
 NEEDS_FFMPEG=" test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_publisher_restart test_formats "
 
 selected() {

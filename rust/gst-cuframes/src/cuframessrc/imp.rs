@@ -1,6 +1,8 @@
-//! The source's implementation: a cuframes `Subscriber` connected at
-//! `start()`; each frame copied out of its slot into a new system-memory
-//! buffer, the slot released right after.
+//! The source's implementation: a cuframes `Subscriber`, looked for once at
+//! `start()` and, when no publisher is there yet, waited for in `create()`
+//! (the streaming thread, where `unlock()` stops the wait: a pipeline going
+//! down or gst-launch's Ctrl-C is not held up by it); each frame copied out of
+//! its slot into a new system-memory buffer, the slot released right after.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -168,6 +170,9 @@ struct State {
     /// The stream and its caps as pushed.
     info: Option<gst_video::VideoInfo>,
     stream: Option<StreamInfo>,
+    /// Set while the first publisher is still waited for: since when (the
+    /// element's start).
+    first_wait: Option<Instant>,
     /// Frames lost since the last warning on the bus.
     unreported_loss: u64,
     last_loss_warning: Option<Instant>,
@@ -600,6 +605,55 @@ impl CuframesSrc {
         }
     }
 
+    /// Waits for the first publisher when start() found none, up to
+    /// `wait-timeout` from the start, in the streaming thread: `unlock()`
+    /// ends the wait (Flushing). Connected, the stream's caps are set and the
+    /// pipeline told to ask for the latency again. Without the state's lock
+    /// while waiting and while the caps go downstream (queries come back to
+    /// this element).
+    fn first_publisher(&self) -> Result<(), gst::FlowError> {
+        let (settings, since) = {
+            let state = lock(&self.state);
+            match state.first_wait {
+                Some(since) => (state.settings.clone(), since),
+                None => return Ok(()),
+            }
+        };
+        let wait = millis(settings.wait_timeout_ms);
+        let left = wait.map(|w| w.saturating_sub(since.elapsed()));
+        let sub = match self.connect(&settings, left, true) {
+            Ok(sub) => sub,
+            Err(ConnectError::Cancelled) => return Err(gst::FlowError::Flushing),
+            Err(e) => {
+                self.post_error_message(self.connect_error(&settings, wait, e));
+                return Err(gst::FlowError::Error);
+            }
+        };
+        let caps = {
+            let mut state = lock(&self.state);
+            state.first_wait = None;
+            self.adopt(&mut state, sub).map_err(|m| {
+                self.post_error_message(m);
+                gst::FlowError::Error
+            })?
+        };
+        if let Some(caps) = caps {
+            gst::info!(CAT, imp = self, "the publisher came: caps {caps}");
+            self.obj().set_caps(&caps).map_err(|_| {
+                gst::element_imp_error!(
+                    self,
+                    gst::CoreError::Negotiation,
+                    ("downstream refused the publisher's caps {}", caps)
+                );
+                gst::FlowError::NotNegotiated
+            })?;
+        }
+        let _ = self
+            .obj()
+            .post_message(gst::message::Latency::builder().src(&*self.obj()).build());
+        Ok(())
+    }
+
     /// The running time now on the pipeline clock.
     fn running_time_now(&self) -> Option<gst::ClockTime> {
         let obj = self.obj();
@@ -787,14 +841,37 @@ impl BaseSrcImpl for CuframesSrc {
             .map_err(|e| gst::error_msg!(gst::ResourceError::Settings, ("{}", e)))?;
         *lock(&self.counts) = Counts::default();
         let wait = millis(settings.wait_timeout_ms);
-        let sub = self
-            .connect(&settings, wait, false)
-            .map_err(|e| self.connect_error(&settings, wait, e))?;
+        let started = Instant::now();
+        // One look here; the wait for a publisher not there yet is create()'s
+        // (a wait in the state change would hold up a stop, and gst-launch's
+        // Ctrl-C, until it is over). wait-timeout=0 fails here, at once.
+        let first = match self.connect(&settings, Some(Duration::ZERO), false) {
+            Ok(sub) => Some(sub),
+            Err(ConnectError::Library(e))
+                if wait != Some(Duration::ZERO)
+                    && matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Disconnected) =>
+            {
+                gst::info!(
+                    CAT,
+                    imp = self,
+                    "no publisher of '{}' yet: waiting up to {} for one",
+                    settings.key(),
+                    describe(wait)
+                );
+                None
+            }
+            Err(e) => return Err(self.connect_error(&settings, wait, e)),
+        };
         let mut state = State {
             settings,
             ..State::default()
         };
-        self.adopt(&mut state, sub)?;
+        match first {
+            Some(sub) => {
+                self.adopt(&mut state, sub)?;
+            }
+            None => state.first_wait = Some(started),
+        }
         *lock(&self.state) = state;
         Ok(())
     }
@@ -813,6 +890,16 @@ impl BaseSrcImpl for CuframesSrc {
 
     fn is_seekable(&self) -> bool {
         false
+    }
+
+    fn negotiate(&self) -> Result<(), gst::LoggableError> {
+        // Before the first publisher came there are no caps to offer:
+        // create() sets them once it connected.
+        if lock(&self.state).info.is_none() {
+            gst::debug!(CAT, imp = self, "no stream yet: negotiating once connected");
+            return Ok(());
+        }
+        self.parent_negotiate()
     }
 
     fn caps(&self, filter: Option<&gst::Caps>) -> Option<gst::Caps> {
@@ -843,7 +930,10 @@ impl BaseSrcImpl for CuframesSrc {
             // A frame arrives at most one frame after it was published.
             let state = lock(&self.state);
             let Some(info) = &state.info else {
-                return false;
+                // No stream yet: live, its latency told (a latency message)
+                // once connected.
+                q.set(true, gst::ClockTime::ZERO, gst::ClockTime::NONE);
+                return true;
             };
             let fps = info.fps();
             let min = if fps.numer() > 0 {
@@ -872,6 +962,7 @@ impl BaseSrcImpl for CuframesSrc {
 
 impl PushSrcImpl for CuframesSrc {
     fn create(&self, _buffer: Option<&mut gst::BufferRef>) -> Result<CreateSuccess, gst::FlowError> {
+        self.first_publisher()?;
         let mut state = lock(&self.state);
         let timeout = millis(state.settings.timeout_ms);
         let mut waiting_since = Instant::now();
