@@ -53,7 +53,7 @@ fn playing_null_100_times() {
 
     let cycle = |n: usize| {
         publisher.set_state(gst::State::Playing).unwrap();
-        // Connects in start(), waiting for the publisher's first caps.
+        // Connects in start() when the publisher is there, else in create().
         subscriber
             .set_state(gst::State::Playing)
             .unwrap_or_else(|e| panic!("cycle {n}: subscriber to PLAYING: {e}"));
