@@ -6,7 +6,7 @@
 //!
 //! The kernel is PTX, compiled by the driver at the first frame a pool may
 //! copy with it (the driver caches the result on disk). The pool decides
-//! which frames it may copy (`pool.rs`): a kernel that reads memory its
+//! which frames it may copy (`pool/copies.rs`): a kernel that reads memory its
 //! context cannot reach ends that context, so only sources the driver says
 //! this context's kernels can read go through it.
 
