@@ -232,15 +232,7 @@ impl Reader {
         let bounded = || global.min(header.newest_in_ring(ring.ring_size).unwrap_or(0));
         let skip_to = (self.mode == SubscriberMode::Latest && global > self.next_seq).then(bounded);
         if let Some(global) = skip_to.filter(|&newest| newest > self.next_seq) {
-            // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
-            for slot in 0..ring.ring_size {
-                let seq = header.slot_seq(slot);
-                if (self.next_seq..global).contains(&seq) {
-                    ring.ack(slot, seq);
-                }
-            }
-            self.dropped += global - self.next_seq;
-            self.next_seq = global;
+            self.skip_to_newest(&ring, global);
         }
         while self.next_seq <= global {
             let seq = self.next_seq;
@@ -249,77 +241,123 @@ impl Reader {
                 if newest < seq {
                     return Ok(None); // not published yet: global_seq was forged
                 }
-                // Overwritten, or being rewritten: lost. Go on from the
-                // oldest frame still in the ring.
-                let next = header
-                    .oldest_from(seq + 1, ring.ring_size)
-                    .map_or(newest + 1, |oldest| oldest.min(newest + 1));
-                self.dropped += next - seq;
-                self.next_seq = next;
+                self.lost(&ring, seq, newest);
                 continue;
             };
             self.next_seq += 1;
             // Taken from here on, until ACKed: the publisher and other
             // subscribers count the slot as held (D25).
             ring.note_taken(seq);
-            let (pts, published) = header.pts_and_publish_time(slot);
-            let props = FrameProps::from_words(header.props_words(slot));
-            let side_len = header.side_data_len(slot);
-            let side_bytes = match (&ring.side, side_len) {
-                (_, 0) | (None, _) => Some(Vec::new()),
-                (Some(area), len) => area.read(slot, len),
-            };
+            let words = FrameWords::read(&ring, slot);
             if header.seq_after_read(slot) != seq {
                 self.dropped += 1;
                 continue;
             }
-            let copy = match self.copy {
-                CopyMode::Never => None,
-                CopyMode::Always => Some(()),
-                CopyMode::Auto => {
-                    (!self.strict || ring.held_slots(slot) > leasable(ring.ring_size)).then_some(())
-                }
+            let copy = match self.read_or_copy(&ring, slot, seq)? {
+                Taken::InSlot => None,
+                Taken::Copied(buffer) => Some(buffer),
+                Taken::Torn => continue,
             };
-            let buffer = match copy {
-                None => None,
-                Some(()) => self.private_buffer(&ring)?,
-            };
-            let copy = match buffer {
-                None => {
-                    ring.mapping.prepare(slot, seq)?;
-                    None
-                }
-                Some(mut buffer) => {
-                    let copied = ring.mapping.copy_out(slot, seq, &ring.layout, &mut buffer);
-                    let intact = copied.is_ok() && header.seq_after_read(slot) == seq;
-                    ring.ack(slot, seq);
-                    if let Err(e) = copied {
-                        ring.mapping.free_local(buffer);
-                        return Err(e);
-                    }
-                    if !intact {
-                        ring.give_back(buffer);
-                        self.torn += 1;
-                        self.dropped += 1;
-                        continue;
-                    }
-                    self.copied += 1;
-                    Some(buffer)
-                }
-            };
-            self.received += 1;
-            let lost_before = self.dropped - self.dropped_before_last;
-            self.dropped_before_last = self.dropped;
-            crate::testhook::abort_at("sub-holding-lease");
-            let mut lease = FrameLease::new(ring.clone(), slot, lost_before, seq, pts, published, copy);
-            lease.props = props;
-            match side_bytes.as_deref().map(side_data::decode) {
-                Some(Some(entries)) => lease.side_data = entries,
-                _ => self.side_data_rejected += 1,
-            }
-            return Ok(Some(lease));
+            return Ok(Some(self.hand_out(&ring, slot, seq, words, copy)));
         }
         Ok(None)
+    }
+
+    /// LATEST mode: on to `newest`, the frames before it dropped.
+    fn skip_to_newest(&mut self, ring: &Ring, newest: u64) {
+        // Skipped frames are ACKed: under STRICT_WAIT no one waits for them.
+        for slot in 0..ring.ring_size {
+            let seq = ring.header.slot_seq(slot);
+            if (self.next_seq..newest).contains(&seq) {
+                ring.ack(slot, seq);
+            }
+        }
+        self.dropped += newest - self.next_seq;
+        self.next_seq = newest;
+    }
+
+    /// Frame `seq`, published (`newest` is the newest in the ring), is in no
+    /// slot: lost, and the frames up to the next one still there.
+    fn lost(&mut self, ring: &Ring, seq: u64, newest: u64) {
+        // Overwritten, or being rewritten: lost. Go on from the
+        // oldest frame still in the ring.
+        let next = ring
+            .header
+            .oldest_from(seq + 1, ring.ring_size)
+            .map_or(newest + 1, |oldest| oldest.min(newest + 1));
+        self.dropped += next - seq;
+        self.next_seq = next;
+    }
+
+    /// Frame `seq` of `slot`, taken: read where it is (the slot prepared
+    /// for reading), or copied into a private buffer and ACKed at once (as
+    /// `self.copy` says; a copy the publisher overwrote meanwhile is lost).
+    fn read_or_copy(&mut self, ring: &Ring, slot: usize, seq: u64) -> Result<Taken> {
+        let copy = match self.copy {
+            CopyMode::Never => None,
+            CopyMode::Always => Some(()),
+            CopyMode::Auto => {
+                (!self.strict || ring.held_slots(slot) > leasable(ring.ring_size)).then_some(())
+            }
+        };
+        let buffer = match copy {
+            None => None,
+            Some(()) => self.private_buffer(ring)?,
+        };
+        match buffer {
+            None => {
+                ring.mapping.prepare(slot, seq)?;
+                Ok(Taken::InSlot)
+            }
+            Some(mut buffer) => {
+                let copied = ring.mapping.copy_out(slot, seq, &ring.layout, &mut buffer);
+                let intact = copied.is_ok() && ring.header.seq_after_read(slot) == seq;
+                ring.ack(slot, seq);
+                if let Err(e) = copied {
+                    ring.mapping.free_local(buffer);
+                    return Err(e);
+                }
+                if !intact {
+                    ring.give_back(buffer);
+                    self.torn += 1;
+                    self.dropped += 1;
+                    return Ok(Taken::Torn);
+                }
+                self.copied += 1;
+                Ok(Taken::Copied(buffer))
+            }
+        }
+    }
+
+    /// Frame `seq` of `slot` handed out: its lease, with what was lost
+    /// before it, its properties and its side data.
+    fn hand_out(
+        &mut self,
+        ring: &Arc<Ring>,
+        slot: usize,
+        seq: u64,
+        words: FrameWords,
+        copy: Option<LocalFrame>,
+    ) -> FrameLease {
+        self.received += 1;
+        let lost_before = self.dropped - self.dropped_before_last;
+        self.dropped_before_last = self.dropped;
+        crate::testhook::abort_at("sub-holding-lease");
+        let mut lease = FrameLease::new(
+            ring.clone(),
+            slot,
+            lost_before,
+            seq,
+            words.pts,
+            words.published,
+            copy,
+        );
+        lease.props = words.props;
+        match words.side_bytes.as_deref().map(side_data::decode) {
+            Some(Some(entries)) => lease.side_data = entries,
+            _ => self.side_data_rejected += 1,
+        }
+        lease
     }
 
     /// A private buffer for a copy; with `copy=auto`, None when there is no
@@ -346,6 +384,41 @@ impl Reader {
     fn show_dropped(&self) {
         self.ring.report(self.received, self.dropped, self.copied);
     }
+}
+
+/// What the header says of a frame besides its bytes, read after the
+/// frame is taken and before the check that its slot still holds it.
+struct FrameWords {
+    pts: i64,
+    published: u64,
+    props: Option<FrameProps>,
+    side_bytes: Option<Vec<u8>>,
+}
+
+impl FrameWords {
+    fn read(ring: &Ring, slot: usize) -> FrameWords {
+        let header = &ring.header;
+        let (pts, published) = header.pts_and_publish_time(slot);
+        let props = FrameProps::from_words(header.props_words(slot));
+        let side_len = header.side_data_len(slot);
+        let side_bytes = match (&ring.side, side_len) {
+            (_, 0) | (None, _) => Some(Vec::new()),
+            (Some(area), len) => area.read(slot, len),
+        };
+        FrameWords {
+            pts,
+            published,
+            props,
+            side_bytes,
+        }
+    }
+}
+
+/// A frame taken: read in its slot, copied out, or torn while copied.
+enum Taken {
+    InSlot,
+    Copied(LocalFrame),
+    Torn,
 }
 
 impl Drop for Reader {
