@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Resource, Result};
 use crate::platform::access;
 use crate::wire::PROTOCOL_VERSION;
 use crate::wire::message::{
-    HelloAccept, HelloResp, Message, SubscribeResp, fd_purpose, hello_flags, shutdown_reason,
+    HelloAccept, HelloReq, HelloResp, Message, SubscribeResp, fd_purpose, hello_flags, shutdown_reason,
 };
 
 /// How long a new connection may take to send HELLO_REQ: ours send it
@@ -436,75 +436,7 @@ impl Control {
         match (peer.phase, msg) {
             (_, Message::Ping { nonce }) => send_or_close(&peer.chan, &Message::Pong { nonce }),
             (_, Message::Pong { .. }) => Verdict::Keep,
-            (Phase::Hello, Message::HelloReq(req)) => {
-                crate::testhook::abort_at("pub-got-hello");
-                if req.proto_version != PROTOCOL_VERSION {
-                    // D3: HELLO_RESP(PROTOCOL), short payload, then close.
-                    let _ = peer.chan.send(&Message::HelloResp(HelloResp {
-                        result: ErrorKind::Protocol.code(),
-                        proto_version: PROTOCOL_VERSION,
-                        accept: None,
-                    }));
-                    return Verdict::Close;
-                }
-                if crate::SubscriberMode::from_wire(req.mode).is_none() {
-                    let _ = peer.chan.send(&Message::HelloResp(HelloResp {
-                        result: ErrorKind::InvalidArgument.code(),
-                        proto_version: PROTOCOL_VERSION,
-                        accept: None,
-                    }));
-                    return Verdict::Close;
-                }
-                let early_fds = req.ext_flags & hello_flags::EARLY_FDS != 0;
-                let private_acks = req.ext_flags & hello_flags::PRIVATE_ACKS != 0;
-                if let Some(refusal) = v1_refusal(&self.setup, peer, early_fds, private_acks) {
-                    let _ = peer.chan.send(&refusal);
-                    return Verdict::Close;
-                }
-                let uid = peer.uid;
-                self.make_room(uid);
-                let peer = &mut self.peers[index];
-                peer.name = req.name;
-                peer.phase = Phase::Subscribe;
-                peer.private_acks = private_acks;
-                peer.deadline = Instant::now() + self.setup.handshake_timeout;
-                // Protocol-v1 subscribers get v1's handshake; ours ask for
-                // the descriptors that spare them /dev/shm and CUDA IPC,
-                // the header first: the copy only we can write for those
-                // with ACK areas of their own (D33).
-                let header = &self.setup.headers_to_send[if private_acks { 0 } else { 1 }];
-                let early: Vec<(u32, std::os::fd::BorrowedFd<'_>)> = if early_fds {
-                    std::iter::once((fd_purpose::HEADER, header.as_fd()))
-                        .chain(self.setup.early_fds.iter().map(|(p, fd)| (*p, fd.as_fd())))
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                let mut accept = self.setup.hello.clone();
-                accept.early_fds = early.len() as u32;
-                accept.granted = if private_acks {
-                    hello_flags::PRIVATE_ACKS
-                } else {
-                    0
-                };
-                let sent = peer
-                    .chan
-                    .send(&Message::HelloResp(HelloResp {
-                        result: 0,
-                        proto_version: PROTOCOL_VERSION,
-                        accept: Some(accept),
-                    }))
-                    .and_then(|()| {
-                        early.iter().try_for_each(|(purpose, fd)| {
-                            peer.chan
-                                .send_with_fd(&Message::EventFd { purpose: *purpose }, Some(*fd))
-                        })
-                    });
-                match sent {
-                    Ok(()) => Verdict::Keep,
-                    Err(_) => Verdict::Close,
-                }
-            }
+            (Phase::Hello, Message::HelloReq(req)) => self.hello(index, req),
             (Phase::Subscribe, Message::SubscribeReq { proto_version }) => {
                 crate::testhook::abort_at("pub-got-subscribe");
                 if proto_version != PROTOCOL_VERSION {
@@ -529,6 +461,88 @@ impl Control {
                 });
                 Verdict::Close
             }
+        }
+    }
+
+    /// HELLO_REQ (spec §4.2): refused (protocol version, mode, the policy on
+    /// protocol-v1 subscribers), or the peer waits for SUBSCRIBE from now
+    /// on, with room made for it among the handshakes in progress.
+    fn hello(&mut self, index: usize, req: HelloReq) -> Verdict {
+        let peer = &mut self.peers[index];
+        crate::testhook::abort_at("pub-got-hello");
+        if req.proto_version != PROTOCOL_VERSION {
+            // D3: HELLO_RESP(PROTOCOL), short payload, then close.
+            let _ = peer.chan.send(&Message::HelloResp(HelloResp {
+                result: ErrorKind::Protocol.code(),
+                proto_version: PROTOCOL_VERSION,
+                accept: None,
+            }));
+            return Verdict::Close;
+        }
+        if crate::SubscriberMode::from_wire(req.mode).is_none() {
+            let _ = peer.chan.send(&Message::HelloResp(HelloResp {
+                result: ErrorKind::InvalidArgument.code(),
+                proto_version: PROTOCOL_VERSION,
+                accept: None,
+            }));
+            return Verdict::Close;
+        }
+        let early_fds = req.ext_flags & hello_flags::EARLY_FDS != 0;
+        let private_acks = req.ext_flags & hello_flags::PRIVATE_ACKS != 0;
+        if let Some(refusal) = v1_refusal(&self.setup, peer, early_fds, private_acks) {
+            let _ = peer.chan.send(&refusal);
+            return Verdict::Close;
+        }
+        let uid = peer.uid;
+        self.make_room(uid);
+        let peer = &mut self.peers[index];
+        peer.name = req.name;
+        peer.phase = Phase::Subscribe;
+        peer.private_acks = private_acks;
+        peer.deadline = Instant::now() + self.setup.handshake_timeout;
+        self.answer_hello(index, early_fds, private_acks)
+    }
+
+    /// HELLO_RESP to peer `index`, then the descriptors it asked for
+    /// (`early_fds`): the header, of the copy `private_acks` says, and the
+    /// rest sent before SUBSCRIBE.
+    fn answer_hello(&self, index: usize, early_fds: bool, private_acks: bool) -> Verdict {
+        let peer = &self.peers[index];
+        // Protocol-v1 subscribers get v1's handshake; ours ask for
+        // the descriptors that spare them /dev/shm and CUDA IPC,
+        // the header first: the copy only we can write for those
+        // with ACK areas of their own (D33).
+        let header = &self.setup.headers_to_send[if private_acks { 0 } else { 1 }];
+        let early: Vec<(u32, std::os::fd::BorrowedFd<'_>)> = if early_fds {
+            std::iter::once((fd_purpose::HEADER, header.as_fd()))
+                .chain(self.setup.early_fds.iter().map(|(p, fd)| (*p, fd.as_fd())))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut accept = self.setup.hello.clone();
+        accept.early_fds = early.len() as u32;
+        accept.granted = if private_acks {
+            hello_flags::PRIVATE_ACKS
+        } else {
+            0
+        };
+        let sent = peer
+            .chan
+            .send(&Message::HelloResp(HelloResp {
+                result: 0,
+                proto_version: PROTOCOL_VERSION,
+                accept: Some(accept),
+            }))
+            .and_then(|()| {
+                early.iter().try_for_each(|(purpose, fd)| {
+                    peer.chan
+                        .send_with_fd(&Message::EventFd { purpose: *purpose }, Some(*fd))
+                })
+            });
+        match sent {
+            Ok(()) => Verdict::Keep,
+            Err(_) => Verdict::Close,
         }
     }
 
