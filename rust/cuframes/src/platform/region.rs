@@ -1,6 +1,7 @@
 //! A shared mapping of a file descriptor (POSIX shm object or memfd).
 //!
-//! The only place that calls mmap/munmap. The bytes are shared with other
+//! The only place that maps and unmaps shared memory (`platform/sigbus.rs` maps
+//! anonymous pages over a region that faulted, nothing else). The bytes are shared with other
 //! processes that may write them at any time, so the region hands out raw
 //! pointers; typed access goes through atomics (`header.rs`) or explicit
 //! copies.

@@ -192,7 +192,9 @@ impl CopyKernel {
 
     /// Unloads the module (its context current, no launch of it pending).
     pub(crate) fn unload(&self) {
-        // SAFETY: loaded by `load`, unloaded once (the pool's Drop).
+        // SAFETY: loaded by `load`, unloaded once: by the pool's Drop, or by
+        // `launch_copy` after a failed launch, which then marks the kernel
+        // unavailable so Drop does not unload it again.
         let _ = unsafe { sys::cuModuleUnload(self.module) };
     }
 }
