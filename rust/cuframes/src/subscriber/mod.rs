@@ -118,6 +118,14 @@ pub struct SubscriberConfig {
     /// for a slow consumer instead, and in [`SubscriberMode::Latest`], which
     /// asks for the newest frame, not the oldest queued one.
     pub read_ahead: usize,
+    /// While no publisher is there, make the CUDA context this subscriber
+    /// would map CUDA frames in (the device's primary context) in the
+    /// background, so that it is ready when one comes (issue 27). Default
+    /// on; off for a caller that maps CUDA frames in a context of its own,
+    /// given only once it sees a CUDA publisher (GStreamer's cuframessrc),
+    /// where that context would be made for nothing. Only when `cuda` names
+    /// no context; `CUFRAMES_CUDA_WARMUP=0` turns it off process-wide.
+    pub cuda_warm_up: bool,
     /// Where the library's messages about this subscriber go (while it
     /// connects, and from its read-ahead thread); None: the process's
     /// logger ([`crate::log`]).
@@ -138,6 +146,7 @@ impl SubscriberConfig {
             runtime_dir: None,
             copy: crate::defaults::COPY,
             read_ahead: crate::defaults::READ_AHEAD,
+            cuda_warm_up: true,
             logger: None,
         }
     }
@@ -235,7 +244,7 @@ impl Subscriber {
             Err(e) => {
                 // No publisher yet: make the CUDA context while waiting for
                 // one (the caller tries again), not after it came (issue 27).
-                if e.kind() == ErrorKind::NotFound {
+                if e.kind() == ErrorKind::NotFound && config.cuda_warm_up {
                     Self::warm_up(&config);
                 }
                 return Err(e);

@@ -106,6 +106,10 @@ impl Settings {
             // copies of what the ring cannot spare.
             Some(_) => CopyMode::Auto,
         };
+        // CUDA frames are mapped in GStreamer's context, given once a CUDA
+        // publisher is seen: the library's warm-up (the primary context,
+        // made while no publisher is there) would be a second context.
+        config.cuda_warm_up = false;
         config.cuda = cuda;
         config
     }
