@@ -13,6 +13,7 @@
 # "LABEL: N passed, N failed, N skipped" last.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
+. tests/lib/sockets.sh
 LABEL=${EXHAUSTION_SUITE_LABEL:-Exhaustion}
 CLI=$(realpath "${CUFRAMES_BIN:-target/debug/cuframes}")
 FFMPEG=${FFMPEG:-}
@@ -64,12 +65,7 @@ fill_shm() {
 
 # wait_socket KEY: until the publisher of KEY listens (5 s at most).
 wait_socket() {
-    local i
-    for i in $(seq 100); do
-        [ -S "$CUFRAMES_RUNTIME_DIR/$1.sock" ] && return 0
-        sleep 0.05
-    done
-    fail "no socket for $1 after 5 s"
+    socket_up "$1" 5 || fail "no socket for $1 after 5 s"
 }
 
 # cli LIMIT NAME ARGS...: the CLI in the foreground, bounded; RC its status.

@@ -16,6 +16,7 @@ cd "$(dirname "$0")/../.." || exit 1
 STAGE=${STAGE:-.gpu}
 . scripts/gpu/gstreamer.sh env
 . scripts/lib/cupti.sh
+. tests/lib/sockets.sh
 CLI=$PWD/$STAGE/bin/cuframes
 CLIP=$PWD/$STAGE/clips/h264-a53cc.h264
 CLIP_FRAME=$((1280 * 720 * 3 / 2))
@@ -42,14 +43,9 @@ check() {
     fi
 }
 
+# wait_socket KEY: until the publisher of KEY listens (10 s at most).
 wait_socket() {
-    local i
-    for i in $(seq 200); do
-        [ -S "$CUFRAMES_RUNTIME_DIR/$1.sock" ] && return 0
-        sleep 0.05
-    done
-    echo "no socket for $1"
-    return 1
+    socket_up "$1" 10 || { echo "no socket for $1 after 10 s"; return 1; }
 }
 
 same() { # WHAT A B [FRAME_BYTES]: byte for byte, and not empty

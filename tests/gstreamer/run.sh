@@ -19,6 +19,7 @@ LABEL=${GSTREAMER_SUITE_LABEL:-GStreamer}
 PLUGIN_DIR=$ROOT/target/debug
 CLI=$ROOT/target/debug/cuframes
 . scripts/lib/gstreamer.sh
+. tests/lib/sockets.sh
 
 # ---- inside a test's process ------------------------------------------------
 
@@ -75,12 +76,7 @@ waitrc() {
 
 # wait_socket KEY: until the publisher of KEY listens (10 s at most).
 wait_socket() {
-    local i
-    for i in $(seq 200); do
-        [ -S "$CUFRAMES_RUNTIME_DIR/$1.sock" ] && return 0
-        sleep 0.05
-    done
-    fail "no socket for $1 after 10 s"
+    socket_up "$1" 10 || fail "no socket for $1 after 10 s"
 }
 
 

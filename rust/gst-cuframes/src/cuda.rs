@@ -190,7 +190,7 @@ pub fn new_stream(cuda: &GstCuda, context: &SharedContext) -> Option<(Stream, us
 }
 
 /// The device address of each plane of `lease`, in the layout's order.
-pub(crate) fn device_planes(lease: &FrameLease) -> Result<Vec<(u64, usize)>, String> {
+fn device_planes(lease: &FrameLease) -> Result<Vec<(u64, usize)>, String> {
     (0..lease.layout().planes().len())
         .map(|p| {
             let view = lease.plane(p);

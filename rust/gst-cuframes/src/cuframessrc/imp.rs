@@ -10,8 +10,8 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cuframes::{
-    CopyMode, CudaBinding, ErrorKind, FrameLease, MemoryKind, StreamInfo, Subscriber, SubscriberConfig,
-    SubscriberStats,
+    CopyMode, CudaBinding, ErrorKind, FrameLease, MemoryKind, PlanePtr, StreamInfo, Subscriber,
+    SubscriberConfig, SubscriberStats,
 };
 use gst::glib;
 use gst::prelude::*;
@@ -365,11 +365,12 @@ impl CuframesSrc {
         let mut out = lock(&self.cuda_out);
         match out.as_mut().ok_or("no CUDA output chosen")? {
             CudaOut::Wrapped(stream) => {
-                let (seq, slot, copy) = (lease.seq(), lease.slot(), lease.is_copy());
-                let address = crate::cuda::device_planes(&lease)?[0].0;
+                // The zero-copy evidence, at debug level only (not on the
+                // frame path otherwise): what downstream maps is the slot.
+                let debug = (CAT.threshold() >= gst::DebugLevel::Debug)
+                    .then(|| (lease.seq(), lease.slot(), lease.is_copy(), lease.plane(0).ptr));
                 let buffer = crate::cuda::wrap_lease(cuda, context, stream, lease, info.format())?;
-                if CAT.threshold() >= gst::DebugLevel::Debug {
-                    // The zero-copy evidence: what downstream maps is the slot.
+                if let Some((seq, slot, copy, PlanePtr::Device(address))) = debug {
                     let mapped = DeviceFrame::map(cuda, buffer.as_ref(), info, false)?.map(|f| f.plane(0).0);
                     gst::debug!(
                         CAT,
