@@ -627,7 +627,7 @@ read -r hits misses < <(ccache --print-stats |
 cd "$ROOT"
 FF=$PREFIX/bin/ffmpeg
 "$FF" -hide_banner -version >>"$LOG" 2>&1 || fail "$FF does not run"
-if ldd "$FF" | grep -q cuframes; then
+if grep -q cuframes <<<"$(ldd "$FF")"; then
     fail "$FF links libcuframes dynamically (expected the static library)"
 fi
 # The binary's own lists (ffmpeg -protocols, -muxers, ...). NAME is the first word of

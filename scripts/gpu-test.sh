@@ -100,7 +100,7 @@ stage() {
     # HEVC clips (10/12-bit, 4:4:4, HDR10) our FFmpeg cannot make (no libx265):
     # Debian's ffmpeg makes them, installed here when missing (else the GPU format
     # tests skip).
-    if ! ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libx265; then
+    if ! grep -q libx265 <<<"$(ffmpeg -hide_banner -encoders 2>/dev/null)"; then
         if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
             DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ffmpeg >/dev/null
         else

@@ -117,7 +117,7 @@ for test in test_capi test_two_process test_cuda test_abi; do
 done
 
 needs() { # binary, library: whether the binary records a NEEDED entry for it
-    readelf -d "$1" | grep -q "NEEDED.*\[$2\]"
+    grep -q "NEEDED.*\[$2\]" <<<"$(readelf -d "$1")"
 }
 # The SONAME: libcuframes.so.<major>, or .so.0.<minor> before 1.0 (build.rs).
 minor=${version#*.}

@@ -115,7 +115,7 @@ fi
 mapfile -t prose < <(printf '%s\n' "${docs[@]}" | grep -vx -e CHANGELOG.md -e bench/runs/README.md)
 checked=()
 for f in "${prose[@]}"; do
-    if printf '%s\n' "${DIARY_PENDING[@]}" | grep -qx "$f"; then
+    if grep -qx "$f" <<<"$(printf '%s\n' "${DIARY_PENDING[@]}")"; then
         n=$("$python" scripts/lib/check_links.py --run-ids "$f" | grep -c "^$f:")
         if [ "$n" -gt 0 ]; then
             skip "$f: $n run ids or diary headings outside links into bench/runs/README.md (DIARY_PENDING)"

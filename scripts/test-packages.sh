@@ -161,7 +161,7 @@ for page in "${pages[@]}"; do
     [ "$page" = cuframes ] && name=cuframes.1.gz || name=cuframes-$page.1.gz
     want cuframes "usr/share/man/man1/$name"
     [ -e "$x/cuframes/usr/share/man/man1/$name" ] &&
-        { gzip -dc "$x/cuframes/usr/share/man/man1/$name" | grep -q '^\.TH' || { echo "  $name is no manual page"; contents_ok=0; }; }
+        { grep -q '^\.TH' <<<"$(gzip -dc "$x/cuframes/usr/share/man/man1/$name")" || { echo "  $name is no manual page"; contents_ok=0; }; }
 done
 want cuframes usr/bin/cuframes usr/share/bash-completion/completions/cuframes usr/share/zsh/vendor-completions/_cuframes
 grep -q 'drop_oldest' "$x/cuframes/usr/share/bash-completion/completions/cuframes" 2>/dev/null ||
@@ -184,9 +184,12 @@ grep -qx 'activate-noawait ldconfig' "$control/triggers" 2>/dev/null || { echo "
 plugin=$libdir/gstreamer-1.0/libgstcuframes.so
 want gstreamer1.0-cuframes "$plugin"
 if command -v gst-inspect-1.0 >/dev/null; then
-    GST_REGISTRY=$x/registry.bin GST_PLUGIN_PATH=$x/gstreamer1.0-cuframes/$libdir/gstreamer-1.0 \
-        gst-inspect-1.0 cuframessrc 2>&1 | grep -q "gstreamer1.0-cuframes/$plugin" ||
-        { echo "  gst-inspect-1.0 does not load the packaged plugin"; contents_ok=0; }
+    # Read all of the output before matching: `| grep -q` under pipefail fails
+    # whenever grep exits before gst-inspect's last write (SIGPIPE, 141).
+    inspected=$(GST_REGISTRY=$x/registry.bin GST_PLUGIN_PATH=$x/gstreamer1.0-cuframes/$libdir/gstreamer-1.0 \
+        gst-inspect-1.0 cuframessrc 2>&1)
+    grep -q "gstreamer1.0-cuframes/$plugin" <<<"$inspected" ||
+        { echo "  gst-inspect-1.0 does not load the packaged plugin:"; sed -n 's/^/  | /; 1,12p' <<<"$inspected"; contents_ok=0; }
 fi
 rm -rf "$control"
 if [ $contents_ok = 1 ]; then

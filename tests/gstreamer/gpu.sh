@@ -153,7 +153,7 @@ t_gstreamer_to_ffmpeg() {
     local pub=$!
     wait_socket gdec || return 1
     "$CLI" inspect gdec | grep -iE "memory|format"
-    "$CLI" inspect gdec | grep -qi "cuda" || { echo "the ring is not in CUDA memory"; return 1; }
+    grep -qi "cuda" <<<"$("$CLI" inspect gdec)" || { echo "the ring is not in CUDA memory"; return 1; }
     ff -f cuframes -i gdec -vf hwdownload,format=nv12 -f framemd5 -y "$LOGS/gdec.md5" || return 1
     wait $pub || return 1
     hashes "$LOGS/clip.md5" >"$LOGS/clip.hashes"

@@ -496,7 +496,7 @@ selected() {
 find_ffmpeg() {
     local f
     for f in ${FFMPEG:-} build/ffmpeg/bin/ffmpeg; do
-        [ -x "$f" ] && "$f" -hide_banner -h muxer=cuframes 2>/dev/null | grep -q "cuframes muxer" &&
+        [ -x "$f" ] && grep -q "cuframes muxer" <<<"$("$f" -hide_banner -h muxer=cuframes 2>/dev/null)" &&
             { realpath "$f"; return; }
     done
 }
