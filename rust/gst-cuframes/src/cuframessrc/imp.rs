@@ -566,35 +566,71 @@ impl CuframesSrc {
         }
     }
 
+    /// Connects to a publisher within `wait` and takes it as the current
+    /// one; its caps go downstream when the stream differs, and the pipeline
+    /// is told to ask for the latency again. The state's lock is not held
+    /// while waiting, nor while the caps go downstream: queries (caps,
+    /// latency) come back to this element meanwhile. Ok(Err): no publisher.
+    fn subscribe_next(
+        &self,
+        settings: &Settings,
+        wait: Option<Duration>,
+    ) -> Result<Result<(), ConnectError>, gst::FlowError> {
+        let sub = match self.connect(settings, wait, true) {
+            Ok(sub) => sub,
+            Err(e) => return Ok(Err(e)),
+        };
+        let caps = {
+            let mut state = lock(&self.state);
+            state.first_wait = None;
+            self.adopt(&mut state, sub).map_err(|m| {
+                self.post_error_message(m);
+                gst::FlowError::Error
+            })?
+        };
+        if let Some(caps) = caps {
+            gst::info!(
+                CAT,
+                imp = self,
+                "the publisher of '{}' has caps {caps}",
+                settings.key()
+            );
+            self.obj().set_caps(&caps).map_err(|_| {
+                gst::element_imp_error!(
+                    self,
+                    gst::CoreError::Negotiation,
+                    (
+                        "downstream refused the caps of the publisher of '{}': {}",
+                        settings.key(),
+                        caps
+                    )
+                );
+                gst::FlowError::NotNegotiated
+            })?;
+            let _ = self
+                .obj()
+                .post_message(gst::message::Latency::builder().src(&*self.obj()).build());
+        }
+        Ok(Ok(()))
+    }
+
     /// Follows the next publisher on the key (after a crash, or after a
-    /// clean end with `reconnect`); new caps are pushed if the stream
-    /// changed. Ok(false): none came within `wait-timeout`.
-    fn follow(&self, state: &mut State) -> Result<bool, gst::FlowError> {
-        if let Some(old) = state.subscriber.take() {
+    /// clean end with `reconnect`), waiting up to `wait-timeout` without
+    /// the state's lock. Ok(false): none came.
+    fn follow(&self) -> Result<bool, gst::FlowError> {
+        let (settings, old) = {
+            let mut state = lock(&self.state);
+            (state.settings.clone(), state.subscriber.take())
+        };
+        if let Some(old) = old {
             let mut counts = lock(&self.counts);
             counts.current = old.stats();
             counts.retire();
         }
-        let settings = state.settings.clone();
         let wait = millis(settings.wait_timeout_ms);
-        match self.connect(&settings, wait, true) {
-            Ok(sub) => {
+        match self.subscribe_next(&settings, wait)? {
+            Ok(()) => {
                 lock(&self.counts).reconnects += 1;
-                let caps = self.adopt(state, sub).map_err(|m| {
-                    self.post_error_message(m);
-                    gst::FlowError::Error
-                })?;
-                if let Some(caps) = caps {
-                    gst::info!(CAT, imp = self, "the new stream has other caps: {caps}");
-                    self.obj().set_caps(&caps).map_err(|_| {
-                        gst::element_imp_error!(
-                            self,
-                            gst::CoreError::Negotiation,
-                            ("downstream refused the new publisher's caps {}", caps)
-                        );
-                        gst::FlowError::NotNegotiated
-                    })?;
-                }
                 Ok(true)
             }
             Err(ConnectError::Cancelled) => Err(gst::FlowError::Flushing),
@@ -612,10 +648,7 @@ impl CuframesSrc {
 
     /// Waits for the first publisher when start() found none, up to
     /// `wait-timeout` from the start, in the streaming thread: `unlock()`
-    /// ends the wait (Flushing). Connected, the stream's caps are set and the
-    /// pipeline told to ask for the latency again. Without the state's lock
-    /// while waiting and while the caps go downstream (queries come back to
-    /// this element).
+    /// ends the wait (Flushing).
     fn first_publisher(&self) -> Result<(), gst::FlowError> {
         let (settings, since) = {
             let state = lock(&self.state);
@@ -626,37 +659,14 @@ impl CuframesSrc {
         };
         let wait = millis(settings.wait_timeout_ms);
         let left = wait.map(|w| w.saturating_sub(since.elapsed()));
-        let sub = match self.connect(&settings, left, true) {
-            Ok(sub) => sub,
-            Err(ConnectError::Cancelled) => return Err(gst::FlowError::Flushing),
+        match self.subscribe_next(&settings, left)? {
+            Ok(()) => Ok(()),
+            Err(ConnectError::Cancelled) => Err(gst::FlowError::Flushing),
             Err(e) => {
                 self.post_error_message(self.connect_error(&settings, wait, e));
-                return Err(gst::FlowError::Error);
+                Err(gst::FlowError::Error)
             }
-        };
-        let caps = {
-            let mut state = lock(&self.state);
-            state.first_wait = None;
-            self.adopt(&mut state, sub).map_err(|m| {
-                self.post_error_message(m);
-                gst::FlowError::Error
-            })?
-        };
-        if let Some(caps) = caps {
-            gst::info!(CAT, imp = self, "the publisher came: caps {caps}");
-            self.obj().set_caps(&caps).map_err(|_| {
-                gst::element_imp_error!(
-                    self,
-                    gst::CoreError::Negotiation,
-                    ("downstream refused the publisher's caps {}", caps)
-                );
-                gst::FlowError::NotNegotiated
-            })?;
         }
-        let _ = self
-            .obj()
-            .post_message(gst::message::Latency::builder().src(&*self.obj()).build());
-        Ok(())
     }
 
     /// The running time now on the pipeline clock.
@@ -1080,7 +1090,11 @@ impl PushSrcImpl for CuframesSrc {
                             )
                         );
                     }
-                    if !self.follow(&mut state)? {
+                    // Waited for without the lock (queries meanwhile).
+                    drop(state);
+                    let followed = self.follow();
+                    state = lock(&self.state);
+                    if !followed? {
                         if shut_down {
                             self.summarise(&state);
                             return Err(gst::FlowError::Eos);
