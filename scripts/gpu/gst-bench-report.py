@@ -59,39 +59,58 @@ def latencies(producer, consumers, transport):
     return out
 
 
-def copies(folder, frames):
-    """GPU copies per produced frame: (producer, all consumers), or None."""
-    def count(path):
-        total = 0
-        for line in path.read_text().splitlines():
+def counted(path):
+    """One counter file (scripts/gpu/memcpy-count.c; a line per process): the copies,
+    the CUDA contexts made (None: not told) and who made each, or None when the
+    counter failed."""
+    copies, contexts, makers = 0, None, []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("memcpy-count "):
             if "error=" in line:
                 return None
-            total += sum(int(n) for n in re.findall(r"(?:HtoD|DtoH|DtoD|PtoP|other)=(\d+)/", line))
-        return total
+            copies += sum(int(n) for n in re.findall(r"(?:HtoD|DtoH|DtoD|PtoP|other)=(\d+)/", line))
+            made = re.search(r" contexts=(\d+)", line)
+            if made:
+                contexts = (contexts or 0) + int(made.group(1))
+        elif line.startswith("context-made "):
+            makers.append(line.split(" by: ", 1)[-1])
+    return copies, contexts, makers
+
+
+def counts(folder, frames):
+    """The copy counter's figures of a case: GPU copies per produced frame
+    (producer, all consumers), CUDA contexts made (producer, each consumer) and
+    who made them ({role: [callers]}); None when a process was not counted."""
     producer = folder / "producer.count"
     consumer_files = sorted(folder.glob("consumer-*.count"))
     if not producer.exists() or not frames:
         return None
-    p = count(producer)
-    c = [count(f) for f in consumer_files]
+    p = counted(producer)
+    c = [counted(f) for f in consumer_files]
     if p is None or None in c:
         return None
-    return p / frames, sum(c) / frames
+    makers = {"producer": p[2]}
+    makers.update({f.stem: x[2] for f, x in zip(consumer_files, c)})
+    return {
+        "copies": (p[0] / frames, sum(x[0] for x in c) / frames),
+        "contexts": (p[1], [x[1] for x in c]),
+        "makers": makers,
+    }
 
 
-def gpu_memory(folder, pids):
-    """MiB at most held by these processes together (nvidia-smi samples)."""
+def gpu_memory(folder, producer_pid, consumer_pids):
+    """MiB at most held, as nvidia-smi sampled it: (the producer, the largest
+    consumer), each None when not seen."""
     peak = {}
     path = folder / "gpumem.csv"
-    if not path.exists():
-        return None
-    for line in path.read_text().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-            pid, used = int(parts[0]), int(parts[1])
-            peak[pid] = max(peak.get(pid, 0), used)
-    found = [peak[p] for p in pids if p in peak]
-    return sum(found) if found else None
+    if path.exists():
+        for line in path.read_text().splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                pid, used = int(parts[0]), int(parts[1])
+                peak[pid] = max(peak.get(pid, 0), used)
+    seen = [peak[p] for p in consumer_pids if p in peak]
+    return peak.get(producer_pid), max(seen) if seen else None
 
 
 def load(folder):
@@ -116,23 +135,37 @@ def span(values, spec="{:.0f}"):
 def decoder_table(raw):
     print("### Fed by nvh264dec (both bound by the decoder)\n")
     print("| size | consumers | transport | produced | received per consumer | producer CPU µs/frame "
-          "| consumer CPU µs/frame | latency p50 / p99 ms | GPU MiB (all processes) | GPU copies per frame "
-          "(producer + consumers) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| consumer CPU µs/frame | latency p50 / p99 ms | GPU MiB: producer / consumer "
+          "| GPU copies per frame (producer + consumers) | CUDA contexts made: producer / consumer |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    makers = {}
     for folder in sorted(raw.glob("decoder-*")):
         transport, n, producer, consumers = load(folder)
         size = folder.name.split("-")[1]
         lat = latencies(producer, consumers, transport)
         p50 = statistics.median(lat) if lat else None
         p99 = statistics.quantiles(lat, n=100)[98] if len(lat) >= 100 else None
-        pids = [log.end.get("pid") for log in [producer] + consumers]
-        counted = copies(raw / f"copies-1080p-{n}-{transport}", producer.frames) if size == "1080p" else None
+        memory = gpu_memory(folder, producer.end.get("pid"), [c.end.get("pid") for c in consumers])
+        figures = counts(raw / f"copies-1080p-{n}-{transport}", producer.frames) if size == "1080p" else None
+        copies = "–" if figures is None else "{:.2f} + {:.2f}".format(*figures["copies"])
+        contexts = "–"
+        if figures is not None:
+            made_p, made_c = figures["contexts"]
+            contexts = f"{fmt(made_p)} / {span(made_c)}"
+            makers[f"{n} × {transport}"] = figures["makers"]
         print(f"| {size} | {n} | {transport} | {producer.frames} | {span([c.frames for c in consumers])} "
               f"| {fmt(producer.per_frame_us('steady_cpu_ns'))} "
               f"| {span([c.per_frame_us('steady_cpu_ns') for c in consumers])} "
-              f"| {fmt(p50, '{:.2f}')} / {fmt(p99, '{:.2f}')} | {fmt(gpu_memory(folder, pids))} "
-              f"| {'–' if counted is None else f'{counted[0]:.2f} + {counted[1]:.2f}'} |")
+              f"| {fmt(p50, '{:.2f}')} / {fmt(p99, '{:.2f}')} | {fmt(memory[0])} / {fmt(memory[1])} "
+              f"| {copies} | {contexts} |")
     print()
+    if makers:
+        print("Who made each CUDA context (1080p; the calling frames, innermost first):\n")
+        for case, roles in makers.items():
+            for role, callers in roles.items():
+                for i, by in enumerate(callers, 1):
+                    print(f"- {case}, {role}, context {i}: `{by[:400]}`")
+        print()
 
 
 def fast_table(raw):

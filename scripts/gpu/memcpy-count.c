@@ -9,12 +9,18 @@
  * libcupti is opened at run time ($CUFRAMES_CUPTI, then the usual toolkit
  * places), so this file builds with a plain C compiler and no CUDA headers.
  * At exit it appends one line to $CUFRAMES_MEMCPY_LOG (stderr when unset):
- *   memcpy-count pid=P HtoD=N/BYTES DtoH=N/BYTES DtoD=N/BYTES PtoP=N/BYTES other=N/BYTES
+ *   memcpy-count pid=P HtoD=N/BYTES DtoH=N/BYTES DtoD=N/BYTES PtoP=N/BYTES other=N/BYTES contexts=C
  * or "memcpy-count pid=P error=..." when CUPTI could not be set up, so a
- * missing counter is never read as "no copies".
+ * missing counter is never read as "no copies". C counts the CUDA contexts the
+ * process made (CUPTI's resource callback; a primary context counts when first
+ * retained); for each of the first few, one more line names who made it:
+ *   context-made pid=P n=I by: FRAME < FRAME < ...
+ * the calling frames as backtrace_symbols(3) gives them (library(symbol+offset)),
+ * innermost first, the driver's and this library's own left out.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +52,28 @@ typedef void (*buffer_requested_fn)(uint8_t **buffer, size_t *size, size_t *max_
 typedef void (*buffer_completed_fn)(void *context, uint32_t stream, uint8_t *buffer, size_t size,
                                     size_t valid);
 
+/* The callback API's few declarations (cupti_callbacks.h). */
+enum {
+    CB_DOMAIN_RESOURCE = 3,
+    CBID_RESOURCE_CONTEXT_CREATED = 1,
+};
+typedef void (*callback_fn)(void *userdata, uint32_t domain, uint32_t cbid, const void *data);
+
 static struct {
     int (*register_callbacks)(buffer_requested_fn, buffer_completed_fn);
     int (*enable)(uint32_t kind);
     int (*next_record)(uint8_t *buffer, size_t valid, void **record);
     int (*flush_all)(uint32_t flag);
+    int (*subscribe)(void **subscriber, callback_fn callback, void *userdata);
+    int (*enable_callback)(uint32_t enable, void *subscriber, uint32_t domain, uint32_t cbid);
 } cupti;
+
+/* Contexts made, and who made the first few (one line each, kept for the report). */
+#define TRACED_CONTEXTS 4
+#define TRACE_FRAMES 24
+static unsigned contexts;
+static char *made_by[TRACED_CONTEXTS];
+static int contexts_error;
 
 enum { HTOD, DTOH, DTOD, PTOP, OTHER, DIRECTIONS };
 static const char *const direction_names[DIRECTIONS] = {"HtoD", "DtoH", "DtoD", "PtoP", "other"};
@@ -93,6 +115,46 @@ static void buffer_completed(void *context, uint32_t stream, uint8_t *buffer, si
     free(buffer);
 }
 
+/* The frames of a backtrace that are not the driver's, CUPTI's or ours, joined. */
+static char *callers(void) {
+    void *frames[TRACE_FRAMES];
+    int n = backtrace(frames, TRACE_FRAMES);
+    char **symbols = backtrace_symbols(frames, n);
+    size_t size = 1, used = 0;
+    char *out;
+    int i;
+    if (symbols == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        size += strlen(symbols[i]) + 3;
+    }
+    out = malloc(size);
+    if (out != NULL) {
+        out[0] = '\0';
+        for (i = 0; i < n; i++) {
+            if (strstr(symbols[i], "libcuda.so") != NULL || strstr(symbols[i], "libcupti") != NULL ||
+                strstr(symbols[i], "memcpy-count") != NULL) {
+                continue;
+            }
+            used += (size_t)snprintf(out + used, size - used, "%s%s", used > 0 ? " < " : "", symbols[i]);
+        }
+    }
+    free(symbols);
+    return out;
+}
+
+static void on_callback(void *userdata, uint32_t domain, uint32_t cbid, const void *data) {
+    (void)userdata;
+    (void)data;
+    if (domain == CB_DOMAIN_RESOURCE && cbid == CBID_RESOURCE_CONTEXT_CREATED) {
+        if (contexts < TRACED_CONTEXTS) {
+            made_by[contexts] = callers();
+        }
+        contexts++;
+    }
+}
+
 static void report(void) {
     const char *path = getenv("CUFRAMES_MEMCPY_LOG");
     FILE *out = path != NULL ? fopen(path, "a") : NULL;
@@ -110,7 +172,15 @@ static void report(void) {
         for (i = 0; i < DIRECTIONS; i++) {
             fprintf(out, " %s=%llu/%llu", direction_names[i], counts[i], bytes[i]);
         }
-        fprintf(out, "\n");
+        if (contexts_error) {
+            fprintf(out, " contexts=unknown\n");
+        } else {
+            fprintf(out, " contexts=%u\n", contexts);
+        }
+        for (i = 0; i < TRACED_CONTEXTS && (unsigned)i < contexts; i++) {
+            fprintf(out, "context-made pid=%d n=%d by: %s\n", (int)getpid(), i + 1,
+                    made_by[i] != NULL ? made_by[i] : "(no backtrace)");
+        }
     }
     if (out != stderr) {
         fclose(out);
@@ -171,6 +241,17 @@ int InitializeInjection(void) {
     if (status != 0) {
         snprintf(setup_error, sizeof setup_error, "CUPTI status %d", status);
         return 1;
+    }
+    /* Contexts: optional, said as unknown when CUPTI will not tell. */
+    {
+        void *subscriber = NULL;
+        void *subscribe = dlsym(library, "cuptiSubscribe");
+        void *enable_callback = dlsym(library, "cuptiEnableCallback");
+        memcpy(&cupti.subscribe, &subscribe, sizeof subscribe);
+        memcpy(&cupti.enable_callback, &enable_callback, sizeof enable_callback);
+        contexts_error = cupti.subscribe == NULL || cupti.enable_callback == NULL ||
+                         cupti.subscribe(&subscriber, on_callback, NULL) != 0 ||
+                         cupti.enable_callback(1, subscriber, CB_DOMAIN_RESOURCE, CBID_RESOURCE_CONTEXT_CREATED) != 0;
     }
     return 1;
 }

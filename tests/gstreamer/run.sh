@@ -428,10 +428,26 @@ test_bench_probe() {
     says "$raw/consumer-1.log" "end pid=" "frames=60 "
     # Every consumer buffer carries the publisher's PTS (not -1).
     [ "$(awk '$1 == "buf" && $5 >= 0' "$raw/consumer-1.log" | wc -l)" = 60 ] || fail "buffers without the publisher's PTS"
+    # What the GPU run adds, made up here: nvidia-smi's samples (pid, MiB) and the
+    # copy counter's lines (scripts/gpu/memcpy-count.c), read by the report.
+    local ppid cpid counts=$T/raw/copies-1080p-1-cuframes
+    ppid=$(sed -n 's/^end pid=\([0-9]*\) .*/\1/p' "$raw/producer.log")
+    cpid=$(sed -n 's/^end pid=\([0-9]*\) .*/\1/p' "$raw/consumer-1.log")
+    printf '%s, 1000\n%s, 686\n%s, 1140\n' "$ppid" "$cpid" "$ppid" >"$raw/gpumem.csv"
+    mkdir -p "$counts"
+    printf '%s\n' "memcpy-count pid=$ppid HtoD=0/0 DtoH=0/0 DtoD=120/1000 PtoP=0/0 other=0/0 contexts=2" \
+        "context-made pid=$ppid n=1 by: libgstcuda-1.0.so.0(gst_cuda_context_new+0x10) [0x1]" \
+        "context-made pid=$ppid n=2 by: libgstcuframes.so(+0x99) [0x2]" >"$counts/producer.count"
+    echo "memcpy-count pid=$cpid HtoD=0/0 DtoH=0/0 DtoD=0/0 PtoP=0/0 other=0/0 contexts=1" >"$counts/consumer-1.count"
     python3 scripts/gpu/gst-bench-report.py "$T/raw" >"$T/table.md" || fail "the report failed"
-    # 60 produced, 60 received, and a latency from the frames matched (not "–").
-    grep -E '^\| 1080p \| 1 \| cuframes \| 60 \| 60 \|' "$T/table.md" | grep -qvE '\| – / – \|' ||
-        fail "the report's row: $(grep cuframes "$T/table.md")"
+    # 60 produced, 60 received, and a latency from the frames matched (not "–");
+    # each process's peak memory, copies per frame, contexts and who made them.
+    local row
+    row=$(grep -E '^\| 1080p \| 1 \| cuframes \| 60 \| 60 \|' "$T/table.md")
+    [ -n "$row" ] && ! grep -qE '\| – / – \|' <<<"$row" || fail "the report's row: $(grep cuframes "$T/table.md")"
+    grep -qF '| 1140 / 686 | 2.00 + 0.00 | 2 / 1 |' <<<"$row" || fail "memory, copies, contexts: $row"
+    grep -qF 'producer, context 2: `libgstcuframes.so(+0x99) [0x2]`' "$T/table.md" ||
+        fail "who made the contexts: $(grep context "$T/table.md")"
 }
 
 # 14. Ctrl-C while the source waits for its first publisher (the default 30 s):
