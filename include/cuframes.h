@@ -268,7 +268,7 @@ typedef struct cuframes_publisher_config {
     void *cuda_stream;
     /**
      * Directory for the key's socket and lock; NULL = $CUFRAMES_RUNTIME_DIR,
-     * /run/cuframes, $XDG_RUNTIME_DIR/cuframes, /tmp/cuframes-<uid>.
+     * /run/cuframes, $XDG_RUNTIME_DIR/cuframes, `/tmp/cuframes-<uid>`.
      */
     const char *runtime_dir;
     /**
@@ -519,7 +519,7 @@ typedef struct cuframes_subscriber_config {
     const char *key;
     /**
      * Shown to the publisher and by `cuframes inspect`, at most 31 bytes;
-     * NULL = "sub-<pid>".
+     * NULL = `"sub-<pid>"`.
      */
     const char *name;
     /**

@@ -1,8 +1,8 @@
 //! The panic boundary: no Rust panic ever unwinds into C.
 //!
 //! Every export's body runs inside [`ffi_boundary!`], which catches a panic
-//! with `catch_unwind`, records "internal error in <function>: <panic
-//! message>" as the thread's last error and returns a fallback:
+//! with `catch_unwind`, records `"internal error in <function>: <panic
+//! message>"` as the thread's last error and returns a fallback:
 //!
 //! - calls that return a `cuframes_status`: `CUFRAMES_ERR_INTERNAL` (the default);
 //! - `cuframes_version`, `cuframes_strerror`, `cuframes_last_error`: a static string;

@@ -95,7 +95,7 @@ pub struct cuframes_publisher_config {
     /// CUstream; NULL = the default stream (CUDA memory only).
     pub cuda_stream: *mut c_void,
     /// Directory for the key's socket and lock; NULL = $CUFRAMES_RUNTIME_DIR,
-    /// /run/cuframes, $XDG_RUNTIME_DIR/cuframes, /tmp/cuframes-<uid>.
+    /// /run/cuframes, $XDG_RUNTIME_DIR/cuframes, `/tmp/cuframes-<uid>`.
     pub runtime_dir: *const c_char,
     /// EXTERNAL ownership: NULL, or `ring_size` CUdeviceptr values, the
     /// caller's own buffers to use as the slots (each the base of its own

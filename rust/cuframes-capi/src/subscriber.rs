@@ -84,7 +84,7 @@ pub struct cuframes_subscriber_config {
     /// The publisher's key. Required.
     pub key: *const c_char,
     /// Shown to the publisher and by `cuframes inspect`, at most 31 bytes;
-    /// NULL = "sub-<pid>".
+    /// NULL = `"sub-<pid>"`.
     pub name: *const c_char,
     /// Frame selection; init: CUFRAMES_MODE_SEQUENTIAL.
     pub mode: cuframes_subscriber_mode,

@@ -439,7 +439,7 @@ pub struct SubscribeArgs {
     pub wait_timeout: Dur,
     #[arg(long, hide = true, value_name = "MS", conflicts_with = "wait_timeout")]
     pub wait_ms: Option<u64>,
-    /// The name the publisher and `cuframes inspect` show (at most 31 bytes; default sub-<pid>).
+    /// The name the publisher and `cuframes inspect` show (at most 31 bytes; default `sub-<pid>`).
     #[arg(long)]
     pub name: Option<String>,
     /// Which frames to read.

@@ -219,9 +219,12 @@ impl Inspection {
 /// socket.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Inspects `key` (runtime directory as in
-/// [`crate::resources::runtime_dir_candidates`]), waiting up to
-/// [`DEFAULT_FETCH_TIMEOUT`] for a header asked for over the socket.
+/// Inspects `key`, waiting up to [`DEFAULT_FETCH_TIMEOUT`] for a header
+/// asked for over the socket. The key is looked up as [`crate::key_status`]
+/// does: in `runtime_dir` alone when given, else `$CUFRAMES_RUNTIME_DIR`
+/// alone when set, else in the first of `/run/cuframes`,
+/// `$XDG_RUNTIME_DIR/cuframes` and `/tmp/cuframes-<uid>` that holds its
+/// socket or lock.
 pub fn inspect(key: &str, runtime_dir: Option<&std::path::Path>) -> Result<Inspection> {
     inspect_within(key, runtime_dir, DEFAULT_FETCH_TIMEOUT)
 }

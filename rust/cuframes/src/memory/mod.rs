@@ -1,8 +1,8 @@
 //! Memory backends: where frame data lives.
 //!
 //! The protocol logic (ring, ACKs, handshake) never touches frame memory; it
-//! asks a backend. The publisher side is a [`SlotPool`] that owns the slots
-//! and copies frames into them; the subscriber side is a [`SlotMapping`]
+//! asks a backend. The publisher side is a `SlotPool` that owns the slots
+//! and copies frames into them; the subscriber side is a `SlotMapping`
 //! opened from what the publisher shares (slot handles in the header and
 //! file descriptors sent with EVENT_FD). The frame meta's `memory_kind`
 //! extension tells a subscriber which backend to open.

@@ -107,8 +107,9 @@ pub struct PublisherConfig {
     /// buffers are the slots, one per ring slot, each the base of its own
     /// `cuMemAlloc` allocation of at least `layout.size()` bytes laid out as
     /// `FrameLayout::aligned(format, width, height, PITCH_ALIGNMENT)`.
-    /// Frames are published with [`Publisher::acquire_slot`] /
-    /// [`Publisher::commit_slot`], with no copy. CUDA memory only.
+    /// Frames are published with
+    /// [`Publisher::acquire_slot`](crate::Publisher::acquire_slot) /
+    /// [`Publisher::commit_slot`](crate::Publisher::commit_slot), with no copy. CUDA memory only.
     pub external_slots: Option<Vec<u64>>,
     /// Directory for socket and lock instead of `$CUFRAMES_RUNTIME_DIR` /
     /// `/run/cuframes` (D5).

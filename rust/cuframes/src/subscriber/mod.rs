@@ -133,7 +133,7 @@ pub struct SubscriberConfig {
 }
 
 impl SubscriberConfig {
-    /// Defaults ([`crate::defaults`]): name "sub-<pid>", sequential, 30 s
+    /// Defaults ([`crate::defaults`]): name `"sub-<pid>"`, sequential, 30 s
     /// handshake, copy auto, read-ahead 32.
     pub fn new(key: impl Into<String>) -> SubscriberConfig {
         SubscriberConfig {
