@@ -7,10 +7,11 @@
 #   scripts/gpu-test.sh run [PART...]
 #                               on the GPU machine, from the repository root,
 #                               with the staged .gpu/ beside it: runs the GPU
-#                               tests (PARTs: rust lib c crash ffmpeg demo python bench
-#                               ring profile host startup, and ffmpeg-LINE for a line staged
-#                               with GPU_FFMPEG_LINES; default all but bench, ring,
-#                               profile, host, startup), logs under $OUT; FFMPEG_TESTS picks
+#                               tests (PARTs: rust lib c crash ffmpeg demo python gstreamer
+#                               bench gst-bench ring profile host startup, and ffmpeg-LINE for
+#                               a line staged with GPU_FFMPEG_LINES; default all but bench,
+#                               gst-bench, ring, profile, host, startup), logs under $OUT;
+#                               GST_TESTS picks tests of tests/gstreamer/gpu.sh, FFMPEG_TESTS picks
 #                               words of tests/ffmpeg/gpu.sh, BENCH_HOST_ARGS the
 #                               arguments of scripts/bench-host.sh (part host)
 #
@@ -72,6 +73,16 @@ stage() {
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/memcpy-count.so" scripts/gpu/memcpy-count.c -ldl
     # The driver-call tracer (start-up phases, calls per frame; scripts/gpu/startup.sh).
     cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$stage/lib/cuda-calls.so" scripts/gpu/cuda-calls.c -ldl
+    # The GStreamer plugin, the benchmark's probe, and GStreamer itself for each line of
+    # GPU_GSTREAMER_LINES (default "1.26 1.22": zero copy, and 1.22's copying path).
+    cargo build --release --locked -p gst-cuframes
+    install -D -m 0644 target/release/libgstcuframes.so "$stage/lib/gstreamer/libgstcuframes.so"
+    strip "$stage/lib/gstreamer/libgstcuframes.so"
+    STAGE=$stage scripts/gpu/gst-bench.sh stage
+    local gst_line
+    for gst_line in ${GPU_GSTREAMER_LINES-1.26 1.22}; do
+        GST_LINE=$gst_line STAGE=$stage scripts/gpu/gstreamer.sh stage
+    done
     # What waking N subscribers costs the publisher, per eventfd and per shared futex.
     cc -O2 -Wall -Wextra -Werror -o "$stage/tests/wake-cost" scripts/gpu/wake-cost.c
     strip "$stage/bin/cuframes" "$stage/tests/cuda" "$stage/tests/crash_matrix" "$stage/tests/backends" \
@@ -175,12 +186,12 @@ python_part() {
         CUFRAMES_WHEEL="${wheels[0]}" bash scripts/gpu/python.sh
 }
 
-# Parts: rust lib c crash ffmpeg demo python bench ring profile (default: all but
-# bench, ring and profile; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
+# Parts: rust lib c crash ffmpeg demo python gstreamer bench gst-bench ring profile (default: all but
+# bench, gst-bench, ring and profile; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
 run() {
     : "${OUT:?run needs \$OUT}"
     local parts=("$@")
-    [ ${#parts[@]} -gt 0 ] || parts=(rust lib c crash ffmpeg demo python)
+    [ ${#parts[@]} -gt 0 ] || parts=(rust lib c crash ffmpeg demo python gstreamer)
     {
         date -u
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
@@ -215,6 +226,16 @@ run() {
         demo) part "scripts/demo.sh (the main job, GPU branch)" demo.log "${ffenv[@]}" \
             FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" scripts/demo.sh ;;
         python) python_part ;;
+        gstreamer) local archive gst_line
+            for archive in "$stage"/gstreamer-*.tar.xz; do
+                [ -e "$archive" ] || { echo "gpu-test: no GStreamer staged (GPU_GSTREAMER_LINES)" >&2; failures=$((failures + 1)); break; }
+                gst_line=${archive##*/gstreamer-}
+                gst_line=${gst_line%.tar.xz}
+                part "GStreamer $gst_line GPU tests" "gstreamer-$gst_line.log" env GST_LINE="$gst_line" STAGE="$stage" \
+                    bash tests/gstreamer/gpu.sh ${GST_TESTS:-}
+            done ;;
+        gst-bench) part "GStreamer benchmark (against cudaipcsink/src)" gst-bench.log env STAGE="$stage" \
+            bash scripts/gpu/gst-bench.sh run ;;
         profile) part "Subscriber CPU profile" profile.log "${ffenv[@]}" FFMPEG="$PWD/$stage/ffmpeg/bin/ffmpeg" \
             bash scripts/gpu/profile-subscriber.sh ;;
         host) part "Transcoding-host benchmark (scripts/bench-host.sh ${BENCH_HOST_ARGS:-})" bench-host.log \

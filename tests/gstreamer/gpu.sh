@@ -22,7 +22,7 @@ CLI=$PWD/$STAGE/bin/cuframes
 CLIP=$PWD/$STAGE/clips/h264-a53cc.h264
 CLIP_FRAME=$((1280 * 720 * 3 / 2))
 NVDEC=(-hwaccel cuda -hwaccel_output_format cuda -i "$CLIP")
-LOGS=${OUT:-$(mktemp -d)}/gstreamer
+LOGS=${OUT:-$(mktemp -d)}/gstreamer-$GST_LINE
 mkdir -p "$LOGS"
 export CUFRAMES_RUNTIME_DIR=$(mktemp -d)
 CAPS="video/x-raw,format=NV12,width=640,height=360,framerate=30/1"
