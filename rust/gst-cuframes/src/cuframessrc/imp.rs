@@ -676,6 +676,111 @@ impl CuframesSrc {
         let base = obj.base_time()?;
         clock.time().checked_sub(base)
     }
+
+    /// The buffer for a leased frame: wrapped (CUDA) or copied (host), with
+    /// its timestamps. None: the frame was overwritten while copied (lost).
+    fn buffer_of(&self, state: &mut State, lease: FrameLease) -> Result<Option<gst::Buffer>, gst::FlowError> {
+        let lost = lease.lost_before();
+        let info = state.info.clone().ok_or(gst::FlowError::NotNegotiated)?;
+        let (seq, pts_ns, published_ns) = (lease.seq(), lease.pts_ns(), lease.publish_mono_ns());
+        let (copied, intact) = if lease.memory() == MemoryKind::Cuda {
+            // Held by the buffer until downstream frees it.
+            (self.cuda_buffer(lease, &info), true)
+        } else {
+            let copied = self.copy_out(&lease, &info);
+            let intact = lease.is_intact();
+            // Released right after the copy.
+            let _ = lease.release();
+            (copied, intact)
+        };
+        self.note_loss(state, lost);
+        let mut buffer = match copied {
+            Ok(buffer) if intact => buffer,
+            Ok(_) => {
+                // Overwritten while copied (drop-oldest): lost.
+                self.note_loss(state, 1);
+                return Ok(None);
+            }
+            Err(m) => {
+                gst::element_imp_error!(self, gst::StreamError::Failed, ("{}", m));
+                return Err(gst::FlowError::Error);
+            }
+        };
+        let buf = buffer.get_mut().expect("a new buffer is writable");
+        buf.set_pts(self.running_time_now());
+        let fps = info.fps();
+        if fps.numer() > 0 {
+            buf.set_duration(gst::ClockTime::SECOND.mul_div_floor(fps.denom() as u64, fps.numer() as u64));
+        }
+        buf.set_offset(seq);
+        if let Ok(pts) = u64::try_from(pts_ns) {
+            gst::ReferenceTimestampMeta::add(buf, &PUBLISHER_PTS, gst::ClockTime::from_nseconds(pts), None);
+        }
+        gst::ReferenceTimestampMeta::add(
+            buf,
+            &PUBLISHED_AT,
+            gst::ClockTime::from_nseconds(published_ns),
+            None,
+        );
+        lock(&self.counts).pushed += 1;
+        gst::trace!(CAT, imp = self, "frame seq {seq}");
+        Ok(Some(buffer))
+    }
+
+    /// The publisher went away (`error`) or, `shut_down`, ended: the end of
+    /// the stream, or the next publisher followed (waited for without the
+    /// state's lock, which is given back taken again).
+    fn publisher_gone<'a>(
+        &'a self,
+        state: MutexGuard<'a, State>,
+        error: &cuframes::Error,
+        shut_down: bool,
+    ) -> Result<MutexGuard<'a, State>, gst::FlowError> {
+        let key = state.settings.key().to_owned();
+        if shut_down && !state.settings.reconnect {
+            gst::info!(CAT, imp = self, "'{key}' shut down: end of stream");
+            self.summarise(&state);
+            return Err(gst::FlowError::Eos);
+        }
+        gst::info!(
+            CAT,
+            imp = self,
+            "'{key}' {}: following the next publisher",
+            if shut_down { "shut down" } else { "went away" }
+        );
+        if !shut_down {
+            gst::element_imp_warning!(
+                self,
+                gst::ResourceError::Read,
+                (
+                    "the publisher of '{}' went away ({}); waiting for the next one",
+                    key,
+                    error
+                )
+            );
+        }
+        drop(state);
+        let followed = self.follow();
+        let state = lock(&self.state);
+        if followed? {
+            return Ok(state);
+        }
+        if shut_down {
+            self.summarise(&state);
+            return Err(gst::FlowError::Eos);
+        }
+        gst::element_imp_error!(
+            self,
+            gst::ResourceError::Read,
+            (
+                "the publisher of '{}' went away ({}) and none came back within {} (wait-timeout)",
+                key,
+                error,
+                describe(millis(state.settings.wait_timeout_ms))
+            )
+        );
+        Err(gst::FlowError::Error)
+    }
 }
 
 #[glib::object_subclass]
@@ -990,64 +1095,13 @@ impl PushSrcImpl for CuframesSrc {
                 return Err(gst::FlowError::Flushing);
             };
             let next = sub.next(Some(SLICE));
-            let stats = sub.stats();
             let shut_down = sub.publisher_shut_down();
-            lock(&self.counts).current = stats;
+            lock(&self.counts).current = sub.stats();
             match next {
                 Ok(lease) => {
-                    let lost = lease.lost_before();
-                    let info = state.info.clone().ok_or(gst::FlowError::NotNegotiated)?;
-                    let seq = lease.seq();
-                    let (pts_ns, published_ns) = (lease.pts_ns(), lease.publish_mono_ns());
-                    let (copied, intact) = if lease.memory() == MemoryKind::Cuda {
-                        // Held by the buffer until downstream frees it.
-                        (self.cuda_buffer(lease, &info), true)
-                    } else {
-                        let copied = self.copy_out(&lease, &info);
-                        let intact = lease.is_intact();
-                        // Released right after the copy.
-                        let _ = lease.release();
-                        (copied, intact)
-                    };
-                    self.note_loss(&mut state, lost);
-                    let mut buffer = match copied {
-                        Ok(buffer) if intact => buffer,
-                        Ok(_) => {
-                            // Overwritten while copied (drop-oldest): lost.
-                            self.note_loss(&mut state, 1);
-                            continue;
-                        }
-                        Err(m) => {
-                            gst::element_imp_error!(self, gst::StreamError::Failed, ("{}", m));
-                            return Err(gst::FlowError::Error);
-                        }
-                    };
-                    let fps = info.fps();
-                    let buf = buffer.get_mut().expect("a new buffer is writable");
-                    buf.set_pts(self.running_time_now());
-                    if fps.numer() > 0 {
-                        buf.set_duration(
-                            gst::ClockTime::SECOND.mul_div_floor(fps.denom() as u64, fps.numer() as u64),
-                        );
+                    if let Some(buffer) = self.buffer_of(&mut state, lease)? {
+                        return Ok(CreateSuccess::NewBuffer(buffer));
                     }
-                    buf.set_offset(seq);
-                    if let Ok(pts) = u64::try_from(pts_ns) {
-                        gst::ReferenceTimestampMeta::add(
-                            buf,
-                            &PUBLISHER_PTS,
-                            gst::ClockTime::from_nseconds(pts),
-                            None,
-                        );
-                    }
-                    gst::ReferenceTimestampMeta::add(
-                        buf,
-                        &PUBLISHED_AT,
-                        gst::ClockTime::from_nseconds(published_ns),
-                        None,
-                    );
-                    lock(&self.counts).pushed += 1;
-                    gst::trace!(CAT, imp = self, "frame seq {seq}");
-                    return Ok(CreateSuccess::NewBuffer(buffer));
                 }
                 Err(e) if e.kind() == ErrorKind::Timeout => {
                     if let Some(limit) = timeout
@@ -1067,50 +1121,7 @@ impl PushSrcImpl for CuframesSrc {
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::Disconnected => {
-                    let key = state.settings.key().to_owned();
-                    if shut_down && !state.settings.reconnect {
-                        gst::info!(CAT, imp = self, "'{key}' shut down: end of stream");
-                        self.summarise(&state);
-                        return Err(gst::FlowError::Eos);
-                    }
-                    gst::info!(
-                        CAT,
-                        imp = self,
-                        "'{key}' {}: following the next publisher",
-                        if shut_down { "shut down" } else { "went away" }
-                    );
-                    if !shut_down {
-                        gst::element_imp_warning!(
-                            self,
-                            gst::ResourceError::Read,
-                            (
-                                "the publisher of '{}' went away ({}); waiting for the next one",
-                                key,
-                                e
-                            )
-                        );
-                    }
-                    // Waited for without the lock (queries meanwhile).
-                    drop(state);
-                    let followed = self.follow();
-                    state = lock(&self.state);
-                    if !followed? {
-                        if shut_down {
-                            self.summarise(&state);
-                            return Err(gst::FlowError::Eos);
-                        }
-                        gst::element_imp_error!(
-                            self,
-                            gst::ResourceError::Read,
-                            (
-                                "the publisher of '{}' went away ({}) and none came back within {} (wait-timeout)",
-                                key,
-                                e,
-                                describe(millis(state.settings.wait_timeout_ms))
-                            )
-                        );
-                        return Err(gst::FlowError::Error);
-                    }
+                    state = self.publisher_gone(state, &e, shut_down)?;
                     waiting_since = Instant::now();
                     stall_warned = false;
                 }
