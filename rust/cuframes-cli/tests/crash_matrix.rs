@@ -416,58 +416,16 @@ enum Trigger {
     Process(Proc),
 }
 
+/// One publisher case: the publisher dies at `point` beside a survivor
+/// (and, with host memory, an in-process watcher) and, at a handshake
+/// point, a connecting subscriber; each learns of it at once, and a new
+/// publisher takes the key.
 fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
     let env = TestEnv::new();
     let key = env.key(&format!("pc-{}-{}-{point:?}", memory.tag(), policy.name()).to_lowercase());
-    // The handshakes before the connecting subscriber's: the survivor's, and
-    // with host memory the in-process watcher's.
-    let before = if memory.in_process() { 2 } else { 1 };
-    let hook = point.hook(before + 1, memory);
-    let wait = if point == PubPoint::MidPublish {
-        format!(" --wait-subscribers {before}")
-    } else {
-        String::new()
-    };
-    let options = format!(
-        "{} --frames 0 --ring {RING} --policy {} --ack-timeout {ACK_TIMEOUT_MS}ms{wait}",
-        memory.stream_options(),
-        policy.name()
-    );
-    let (mut publisher, startup) = start_publisher(&env, &key, memory, &options, hook.as_deref());
-    let mut survivor = env.subscribe(&key, SURVIVOR);
-    let watcher = if memory.in_process() {
-        wait_until(SOCKET_LIMIT, "the survivor", || {
-            bitmap(&env, &key).count_ones() == 1
-        });
-        let watcher = Watcher::start(&env, &key, point == PubPoint::Killed);
-        if point != PubPoint::MidPublish {
-            watcher.wait_ready();
-        }
-        Some(watcher)
-    } else {
-        wait_reading(&env, &key, "survivor", &mut survivor, 20);
-        None
-    };
-
-    let mut trigger = Trigger::None;
-    let mut killed_at = None;
-    match point {
-        _ if point.connects() => {
-            trigger = if memory.in_process() {
-                let started = Instant::now();
-                let result = Subscriber::connect(sub_config(&env, &key, "trigger"));
-                Trigger::InProcess(result, started.elapsed())
-            } else {
-                Trigger::Process(env.subscribe(&key, TRIGGER))
-            };
-        }
-        PubPoint::Killed => {
-            std::thread::sleep(Duration::from_millis(if memory.in_process() { 50 } else { 200 }));
-            killed_at = Some(Instant::now());
-            publisher.kill9();
-        }
-        _ => {}
-    }
+    let (mut publisher, startup) = start_doomed_publisher(&env, &key, memory, policy, point);
+    let (mut survivor, watcher) = start_survivor(&env, &key, memory, point);
+    let (mut trigger, killed_at) = bring_death(&env, &key, memory, point, &mut publisher);
     let seen = {
         let mut procs: Vec<&mut Proc> = vec![&mut publisher, &mut survivor];
         if let Trigger::Process(t) = &mut trigger {
@@ -485,7 +443,121 @@ fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
     // kill(2) for the mid-stream case, else when its exit was seen.
     let death = killed_at.unwrap_or(seen[0]);
 
-    let watcher_note = match watcher {
+    let watcher_note = check_watcher(watcher, death);
+    let survivor_exit = seen[1].saturating_duration_since(death);
+    let (summary, line) = check_dead_publishers_survivor(memory, policy, survivor, survivor_exit, reap_limit);
+    let trigger_note = check_trigger(trigger, &seen, death, reap_limit);
+    // A new publisher takes the key over at once, and a fresh subscriber
+    // verifies its frames.
+    let (took_over, fresh_note) = if memory.in_process() {
+        take_over_in_process(&env, &key)
+    } else {
+        take_over_with_a_process(&env, &key, memory)
+    };
+
+    let death_is = if killed_at.is_some() {
+        "kill(2)"
+    } else {
+        "its exit was seen"
+    };
+    eprintln!(
+        "{memory:?} publisher killed {point:?} ({}): survivor exited {survivor_exit:?} after the death ({death_is}), \
+         {} frames (seqs {}..{}), {} verified, {} dropped, {} mismatched, error: {line}; watcher: {watcher_note}; \
+         trigger: {trigger_note}; new publisher in {took_over:?} (first publisher's socket: {startup:?}); \
+         fresh subscriber verified {fresh_note}",
+        policy.name(),
+        uint(&summary, "frames"),
+        uint(&summary, "first_seq"),
+        uint(&summary, "last_seq"),
+        uint(&summary, "verified"),
+        uint(&summary, "dropped"),
+        uint(&summary, "mismatched"),
+    );
+}
+
+/// The publisher of a publisher case, set to die at `point` (by its test
+/// hook; `Killed` from outside). Returns it and how long its socket took.
+fn start_doomed_publisher(
+    env: &TestEnv,
+    key: &str,
+    memory: Memory,
+    policy: Policy,
+    point: PubPoint,
+) -> (Proc, Duration) {
+    // The handshakes before the connecting subscriber's: the survivor's, and
+    // with host memory the in-process watcher's.
+    let before = if memory.in_process() { 2 } else { 1 };
+    let hook = point.hook(before + 1, memory);
+    let wait = if point == PubPoint::MidPublish {
+        format!(" --wait-subscribers {before}")
+    } else {
+        String::new()
+    };
+    let options = format!(
+        "{} --frames 0 --ring {RING} --policy {} --ack-timeout {ACK_TIMEOUT_MS}ms{wait}",
+        memory.stream_options(),
+        policy.name()
+    );
+    start_publisher(env, key, memory, &options, hook.as_deref())
+}
+
+/// The survivor process, and with host memory the in-process watcher (which
+/// holds a lease when the publisher is killed from outside), both reading
+/// before the death is brought about.
+fn start_survivor(env: &TestEnv, key: &str, memory: Memory, point: PubPoint) -> (Proc, Option<Watcher>) {
+    let mut survivor = env.subscribe(key, SURVIVOR);
+    let watcher = if memory.in_process() {
+        wait_until(SOCKET_LIMIT, "the survivor", || {
+            bitmap(env, key).count_ones() == 1
+        });
+        let watcher = Watcher::start(env, key, point == PubPoint::Killed);
+        if point != PubPoint::MidPublish {
+            watcher.wait_ready();
+        }
+        Some(watcher)
+    } else {
+        wait_reading(env, key, "survivor", &mut survivor, 20);
+        None
+    };
+    (survivor, watcher)
+}
+
+/// What kills the publisher at `point`: a subscriber connecting (its
+/// handshake trips the hook), kill -9 from outside (returns when), or, at
+/// `MidPublish`, nothing but its own publishing.
+fn bring_death(
+    env: &TestEnv,
+    key: &str,
+    memory: Memory,
+    point: PubPoint,
+    publisher: &mut Proc,
+) -> (Trigger, Option<Instant>) {
+    let mut trigger = Trigger::None;
+    let mut killed_at = None;
+    match point {
+        _ if point.connects() => {
+            trigger = if memory.in_process() {
+                let started = Instant::now();
+                let result = Subscriber::connect(sub_config(env, key, "trigger"));
+                Trigger::InProcess(result, started.elapsed())
+            } else {
+                Trigger::Process(env.subscribe(key, TRIGGER))
+            };
+        }
+        PubPoint::Killed => {
+            std::thread::sleep(Duration::from_millis(if memory.in_process() { 50 } else { 200 }));
+            killed_at = Some(Instant::now());
+            publisher.kill9();
+        }
+        _ => {}
+    }
+    (trigger, killed_at)
+}
+
+/// The in-process watcher (host memory) learnt of the death within
+/// DETECT_LIMIT and saw no mismatched frame; its note for the report.
+fn check_watcher(watcher: Option<Watcher>, death: Instant) -> String {
+    match watcher {
         None => "-".to_owned(),
         Some(watcher) => {
             let (learnt_at, matched, bad) = watcher.join();
@@ -498,9 +570,19 @@ fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
             );
             format!("learnt {detect:?} after the death (0 = before this test saw it)")
         }
-    };
+    }
+}
 
-    let survivor_exit = seen[1].saturating_duration_since(death);
+/// The survivor of a dead publisher ended `survivor_exit` after the death
+/// with "disconnected" (not a shutdown) and a good summary; returns the
+/// summary and its error line.
+fn check_dead_publishers_survivor(
+    memory: Memory,
+    policy: Policy,
+    survivor: Proc,
+    survivor_exit: Duration,
+    reap_limit: Duration,
+) -> (Value, String) {
     let out = survivor.wait(reap_limit);
     let line = out.assert_error(&["disconnected"]);
     assert!(!line.contains("shut down"), "a crash is not a SHUTDOWN: {line}");
@@ -510,8 +592,14 @@ fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
         survivor_exit < SURVIVOR_EXIT_LIMIT,
         "the survivor exited {survivor_exit:?} after the publisher's death: {out}"
     );
+    (summary, line)
+}
 
-    let trigger_note = match trigger {
+/// The subscriber connecting while the publisher died learnt of the death
+/// at once, with a clean error (never a timeout); its note for the report.
+/// `seen[2]` is when a trigger process's exit was seen.
+fn check_trigger(trigger: Trigger, seen: &[Instant], death: Instant, reap_limit: Duration) -> String {
+    match trigger {
         Trigger::None => "-".to_owned(),
         Trigger::InProcess(Err(e), took) => {
             assert!(
@@ -550,61 +638,48 @@ fn publisher_crash(memory: Memory, policy: Policy, point: PubPoint) {
             );
             format!("exited {after:?} after the death: {line}")
         }
-    };
+    }
+}
 
-    // A new publisher takes the key over at once, and a fresh subscriber
-    // verifies its frames.
-    let (took_over, fresh_note) = if memory.in_process() {
-        let started = Instant::now();
-        let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 64, 48);
-        config.memory = MemoryRequest::Host;
-        config.runtime_dir = Some(env.dir().to_owned());
-        let mut fresh = Publisher::create(config).expect("a new publisher on the key");
-        let took_over = started.elapsed();
-        assert!(took_over < Duration::from_millis(500), "took {took_over:?}");
-        let mut sub = Subscriber::connect(sub_config(&env, &key, "after")).unwrap();
-        let layout = fresh.layout().clone();
-        fresh
-            .publish_with(0, |planes| pattern::fill_frame(&layout, 0, planes))
-            .unwrap();
-        assert!(lease_matches(&sub.next(Some(Duration::from_secs(1))).unwrap()));
-        (took_over, "1/1".to_owned())
-    } else {
-        // Strict-wait whatever the case's policy: a subscriber still opening
-        // its slots must not be lapped. The socket comes after CUDA context
-        // creation (~200 ms, as at a first start), so no bound here beyond
-        // SOCKET_LIMIT.
-        let options = format!(
-            "{} --frames 20 --ring {RING} --policy strict-wait --wait-subscribers 1",
-            memory.stream_options()
-        );
-        let (fresh, took_over) = start_publisher(&env, &key, memory, &options, None);
-        let after = env.subscribe(&key, "--verify --frames 20 --name after");
-        let fresh_summary = after.wait(EXIT_LIMIT).assert_success().json();
-        memory.check(&fresh_summary);
-        assert_all_verified(&fresh_summary, 1, 20);
-        fresh.wait(EXIT_LIMIT).assert_success();
-        (took_over, format!("{}/20", uint(&fresh_summary, "verified")))
-    };
+/// Host memory: a new in-process publisher takes the key over at once, and
+/// an in-process subscriber verifies its first frame. Returns how long the
+/// takeover took and the fresh subscriber's note.
+fn take_over_in_process(env: &TestEnv, key: &str) -> (Duration, String) {
+    let started = Instant::now();
+    let mut config = PublisherConfig::new(key.to_owned(), PixelFormat::Nv12, 64, 48);
+    config.memory = MemoryRequest::Host;
+    config.runtime_dir = Some(env.dir().to_owned());
+    let mut fresh = Publisher::create(config).expect("a new publisher on the key");
+    let took_over = started.elapsed();
+    assert!(took_over < Duration::from_millis(500), "took {took_over:?}");
+    let mut sub = Subscriber::connect(sub_config(env, key, "after")).unwrap();
+    let layout = fresh.layout().clone();
+    fresh
+        .publish_with(0, |planes| pattern::fill_frame(&layout, 0, planes))
+        .unwrap();
+    assert!(lease_matches(&sub.next(Some(Duration::from_secs(1))).unwrap()));
+    (took_over, "1/1".to_owned())
+}
 
-    let death_is = if killed_at.is_some() {
-        "kill(2)"
-    } else {
-        "its exit was seen"
-    };
-    eprintln!(
-        "{memory:?} publisher killed {point:?} ({}): survivor exited {survivor_exit:?} after the death ({death_is}), \
-         {} frames (seqs {}..{}), {} verified, {} dropped, {} mismatched, error: {line}; watcher: {watcher_note}; \
-         trigger: {trigger_note}; new publisher in {took_over:?} (first publisher's socket: {startup:?}); \
-         fresh subscriber verified {fresh_note}",
-        policy.name(),
-        uint(&summary, "frames"),
-        uint(&summary, "first_seq"),
-        uint(&summary, "last_seq"),
-        uint(&summary, "verified"),
-        uint(&summary, "dropped"),
-        uint(&summary, "mismatched"),
+/// CUDA memory: a new `cuframes publish` takes the key over, and a fresh
+/// `cuframes subscribe` verifies its 20 frames. Returns how long the new
+/// publisher's socket took and the fresh subscriber's note.
+fn take_over_with_a_process(env: &TestEnv, key: &str, memory: Memory) -> (Duration, String) {
+    // Strict-wait whatever the case's policy: a subscriber still opening
+    // its slots must not be lapped. The socket comes after CUDA context
+    // creation (~200 ms, as at a first start), so no bound here beyond
+    // SOCKET_LIMIT.
+    let options = format!(
+        "{} --frames 20 --ring {RING} --policy strict-wait --wait-subscribers 1",
+        memory.stream_options()
     );
+    let (fresh, took_over) = start_publisher(env, key, memory, &options, None);
+    let after = env.subscribe(key, "--verify --frames 20 --name after");
+    let fresh_summary = after.wait(EXIT_LIMIT).assert_success().json();
+    memory.check(&fresh_summary);
+    assert_all_verified(&fresh_summary, 1, 20);
+    fresh.wait(EXIT_LIMIT).assert_success();
+    (took_over, format!("{}/20", uint(&fresh_summary, "verified")))
 }
 
 /// Where the subscriber dies.
@@ -652,61 +727,16 @@ enum Publishing {
     Process { proc: Proc, startup: Duration },
 }
 
+/// One subscriber case: the victim dies at `point` beside a survivor; its
+/// slot and bit are freed at once, and the publisher never waits for it.
 fn subscriber_crash(memory: Memory, policy: Policy, point: SubPoint) {
     let env = TestEnv::new();
     let key = env.key(&format!("sc-{}-{}-{point:?}", memory.tag(), policy.name()).to_lowercase());
     let started = Instant::now();
-    let mut survivor;
-    let publishing = if memory.in_process() {
-        let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 64, 48);
-        config.memory = MemoryRequest::Host;
-        config.policy = policy;
-        config.ack_timeout = Duration::from_millis(ACK_TIMEOUT_MS);
-        config.ring_size = RING;
-        config.runtime_dir = Some(env.dir().to_owned());
-        let publisher = Publisher::create(config).expect("publisher");
-        survivor = env.subscribe(&key, SURVIVOR);
-        publisher
-            .wait_for_subscribers(1, SOCKET_LIMIT)
-            .expect("the survivor");
-        let progress = Arc::new(Progress::default());
-        let worker = {
-            let progress = progress.clone();
-            let mut publisher = publisher;
-            std::thread::spawn(move || {
-                let layout = publisher.layout().clone();
-                while !progress.stop.load(Ordering::Relaxed) {
-                    let index = publisher.next_seq() - 1;
-                    let started = Instant::now();
-                    publisher
-                        .publish_with(index as i64, |planes| pattern::fill_frame(&layout, index, planes))
-                        .expect("publish");
-                    progress
-                        .slowest_publish_us
-                        .fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-                    progress
-                        .subscribers
-                        .store(publisher.subscriber_count(), Ordering::Relaxed);
-                    progress.published.store(index + 1, Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_micros(500));
-                }
-                publisher
-            })
-        };
-        wait_until(SOCKET_LIMIT, "20 frames", || {
-            progress.published.load(Ordering::Relaxed) >= 20
-        });
-        Publishing::InProcess { worker, progress }
+    let (publishing, survivor) = if memory.in_process() {
+        publish_in_process(&env, &key, policy)
     } else {
-        let options = format!(
-            "{} --frames {CUDA_SUB_FRAMES} --ring {RING} --policy {} --ack-timeout {ACK_TIMEOUT_MS}ms --wait-subscribers 1",
-            memory.stream_options(),
-            policy.name()
-        );
-        let (proc, startup) = start_publisher(&env, &key, memory, &options, None);
-        survivor = env.subscribe(&key, SURVIVOR);
-        wait_reading(&env, &key, "survivor", &mut survivor, 10);
-        Publishing::Process { proc, startup }
+        publish_in_a_process(&env, &key, memory, policy)
     };
     let survivor_only = bitmap(&env, &key);
     assert_eq!(
@@ -716,9 +746,106 @@ fn subscriber_crash(memory: Memory, policy: Policy, point: SubPoint) {
     );
 
     let hook = point.hook();
+    let (mut victim, spawned) = spawn_victim(&env, &key, hook);
+    let killed_at = if point == SubPoint::MidStream {
+        Some(kill_victim_mid_stream(&env, &key, &publishing, &mut victim))
+    } else {
+        None
+    };
+    let seen = exits_seen(&mut [&mut victim], EXIT_LIMIT)[0];
+    let out = victim.wait(Duration::from_millis(500));
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "the victim should have been killed (by the hook {hook:?}, or by the test): {out}"
+    );
+    let died = killed_at.unwrap_or(seen);
+    let victim_life = died.saturating_duration_since(spawned);
+
+    let freed = wait_victim_freed(&env, &key, memory, &publishing, survivor_only);
+    // The publisher never waits for the dead subscriber.
+    let (summary, published, publisher_note) = match publishing {
+        Publishing::InProcess { worker, progress } => finish_in_process(worker, &progress, survivor),
+        Publishing::Process { proc, startup } => finish_process(proc, startup, survivor, started),
+    };
+    check_victims_survivor(memory, policy, &summary, published);
+    eprintln!(
+        "{memory:?} subscriber killed {point:?} ({}): victim died {victim_life:?} after its start, slot and bit \
+         freed {freed:?} after its death was seen; publisher ({publisher_note}, ACK timeout {ACK_TIMEOUT_MS} ms); \
+         survivor {} of {published} frames verified, {} dropped, {} mismatched",
+        policy.name(),
+        uint(&summary, "verified"),
+        uint(&summary, "dropped"),
+        uint(&summary, "mismatched"),
+    );
+}
+
+/// Host memory: an in-process publisher under `policy` publishing from a
+/// thread, once the survivor process is in and 20 frames are out.
+fn publish_in_process(env: &TestEnv, key: &str, policy: Policy) -> (Publishing, Proc) {
+    let mut config = PublisherConfig::new(key.to_owned(), PixelFormat::Nv12, 64, 48);
+    config.memory = MemoryRequest::Host;
+    config.policy = policy;
+    config.ack_timeout = Duration::from_millis(ACK_TIMEOUT_MS);
+    config.ring_size = RING;
+    config.runtime_dir = Some(env.dir().to_owned());
+    let publisher = Publisher::create(config).expect("publisher");
+    let survivor = env.subscribe(key, SURVIVOR);
+    publisher
+        .wait_for_subscribers(1, SOCKET_LIMIT)
+        .expect("the survivor");
+    let progress = Arc::new(Progress::default());
+    let worker = spawn_publishing(publisher, progress.clone());
+    wait_until(SOCKET_LIMIT, "20 frames", || {
+        progress.published.load(Ordering::Relaxed) >= 20
+    });
+    (Publishing::InProcess { worker, progress }, survivor)
+}
+
+/// The in-process publisher's thread: publishes pattern frames until told
+/// to stop, timing every publish and counting its subscribers.
+fn spawn_publishing(mut publisher: Publisher, progress: Arc<Progress>) -> std::thread::JoinHandle<Publisher> {
+    std::thread::spawn(move || {
+        let layout = publisher.layout().clone();
+        while !progress.stop.load(Ordering::Relaxed) {
+            let index = publisher.next_seq() - 1;
+            let started = Instant::now();
+            publisher
+                .publish_with(index as i64, |planes| pattern::fill_frame(&layout, index, planes))
+                .expect("publish");
+            progress
+                .slowest_publish_us
+                .fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            progress
+                .subscribers
+                .store(publisher.subscriber_count(), Ordering::Relaxed);
+            progress.published.store(index + 1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        publisher
+    })
+}
+
+/// CUDA memory: `cuframes publish` of CUDA_SUB_FRAMES frames under
+/// `policy`, once the survivor process reads them.
+fn publish_in_a_process(env: &TestEnv, key: &str, memory: Memory, policy: Policy) -> (Publishing, Proc) {
+    let options = format!(
+        "{} --frames {CUDA_SUB_FRAMES} --ring {RING} --policy {} --ack-timeout {ACK_TIMEOUT_MS}ms --wait-subscribers 1",
+        memory.stream_options(),
+        policy.name()
+    );
+    let (proc, startup) = start_publisher(env, key, memory, &options, None);
+    let mut survivor = env.subscribe(key, SURVIVOR);
+    wait_reading(env, key, "survivor", &mut survivor, 10);
+    (Publishing::Process { proc, startup }, survivor)
+}
+
+/// The victim: `cuframes subscribe` with the test hook set to `hook` when
+/// given. Returns it and when it was spawned.
+fn spawn_victim(env: &TestEnv, key: &str, hook: Option<&str>) -> (Proc, Instant) {
     let args = [
         "subscribe",
-        &key,
+        key,
         "--json",
         "--verify",
         "--frames",
@@ -731,131 +858,142 @@ fn subscriber_crash(memory: Memory, policy: Policy, point: SubPoint) {
         cmd.env(ABORT_AT, hook);
     }
     let spawned = Instant::now();
-    let mut victim = Proc::spawn("victim", cmd);
-    let mut killed_at = None;
-    if point == SubPoint::MidStream {
-        wait_reading(&env, &key, "victim", &mut victim, 1);
-        if let Publishing::InProcess { progress, .. } = &publishing {
-            wait_until(SOCKET_LIMIT, "the publisher to count the victim", || {
-                progress.subscribers.load(Ordering::Relaxed) == 2
-            });
-        }
-        let at = global_seq(&env, &key);
-        wait_until(READY_LIMIT, "50 frames with the victim", || {
-            global_seq(&env, &key) >= at + 50
-        });
-        killed_at = Some(Instant::now());
-        victim.kill9();
-    }
-    let seen = exits_seen(&mut [&mut victim], EXIT_LIMIT)[0];
-    let out = victim.wait(Duration::from_millis(500));
-    assert_eq!(
-        out.status.signal(),
-        Some(9),
-        "the victim should have been killed (by the hook {hook:?}, or by the test): {out}"
-    );
-    let died = killed_at.unwrap_or(seen);
-    let victim_life = died.saturating_duration_since(spawned);
+    (Proc::spawn("victim", cmd), spawned)
+}
 
-    // Its subscriber slot and bit are freed at once: only the survivor's bit
-    // is left (with CUDA memory the stream may have ended already, its
-    // header gone; the in-process publisher streams on and counts one
-    // subscriber).
-    let freed = wait_until(Duration::from_secs(1), "the victim's slot to be freed", || {
-        let counted = match &publishing {
+/// kill -9 of the victim once it reads, is counted by an in-process
+/// publisher, and 50 frames went by with it. Returns when it was killed.
+fn kill_victim_mid_stream(env: &TestEnv, key: &str, publishing: &Publishing, victim: &mut Proc) -> Instant {
+    wait_reading(env, key, "victim", victim, 1);
+    if let Publishing::InProcess { progress, .. } = publishing {
+        wait_until(SOCKET_LIMIT, "the publisher to count the victim", || {
+            progress.subscribers.load(Ordering::Relaxed) == 2
+        });
+    }
+    let at = global_seq(env, key);
+    wait_until(READY_LIMIT, "50 frames with the victim", || {
+        global_seq(env, key) >= at + 50
+    });
+    let killed_at = Instant::now();
+    victim.kill9();
+    killed_at
+}
+
+/// Waits (at most 1 s) until the victim's subscriber slot and bit are
+/// freed; returns how long that took.
+fn wait_victim_freed(
+    env: &TestEnv,
+    key: &str,
+    memory: Memory,
+    publishing: &Publishing,
+    survivor_only: u64,
+) -> Duration {
+    // Only the survivor's bit is left (with CUDA memory the stream may have
+    // ended already, its header gone; the in-process publisher streams on
+    // and counts one subscriber).
+    wait_until(Duration::from_secs(1), "the victim's slot to be freed", || {
+        let counted = match publishing {
             Publishing::InProcess { progress, .. } => progress.subscribers.load(Ordering::Relaxed) == 1,
             Publishing::Process { .. } => true,
         };
         counted
-            && match header_state(&env, &key) {
-                Some((_, bitmap)) => bitmap == survivor_only && reader(&env, &key, "victim").is_none(),
+            && match header_state(env, key) {
+                Some((_, bitmap)) => bitmap == survivor_only && reader(env, key, "victim").is_none(),
                 None => !memory.in_process(),
             }
+    })
+}
+
+/// Host memory: 200 more frames, then the publishing thread stops, never
+/// having waited for an ACK timeout or a second, and shuts down once the
+/// survivor released everything. Returns the survivor's summary, the frames
+/// published and the publisher's note.
+fn finish_in_process(
+    worker: std::thread::JoinHandle<Publisher>,
+    progress: &Progress,
+    survivor: Proc,
+) -> (Value, u64, String) {
+    let at = progress.published.load(Ordering::Relaxed);
+    wait_until(Duration::from_secs(10), "200 more frames", || {
+        progress.published.load(Ordering::Relaxed) >= at + 200
     });
+    progress.stop.store(true, Ordering::Relaxed);
+    let publisher = worker.join().expect("publishing thread");
+    let published = publisher.next_seq() - 1;
+    assert_eq!(publisher.stats().ack_timeouts, 0, "no ACK timeout was needed");
+    let slowest = Duration::from_micros(progress.slowest_publish_us.load(Ordering::Relaxed));
+    assert!(slowest < Duration::from_secs(1), "a publish took {slowest:?}");
+    publisher
+        .flush(Duration::from_secs(5))
+        .expect("survivor releases everything");
+    drop(publisher); // SHUTDOWN
+    let summary = survivor.wait(EXIT_LIMIT).assert_success().json();
+    (
+        summary,
+        published,
+        format!("in process, slowest publish {slowest:?}"),
+    )
+}
 
-    // The publisher never waits for the dead subscriber.
-    let (summary, published, publisher_note) = match publishing {
-        Publishing::InProcess { worker, progress } => {
-            let at = progress.published.load(Ordering::Relaxed);
-            wait_until(Duration::from_secs(10), "200 more frames", || {
-                progress.published.load(Ordering::Relaxed) >= at + 200
-            });
-            progress.stop.store(true, Ordering::Relaxed);
-            let publisher = worker.join().expect("publishing thread");
-            let published = publisher.next_seq() - 1;
-            assert_eq!(publisher.stats().ack_timeouts, 0, "no ACK timeout was needed");
-            let slowest = Duration::from_micros(progress.slowest_publish_us.load(Ordering::Relaxed));
-            assert!(slowest < Duration::from_secs(1), "a publish took {slowest:?}");
-            publisher
-                .flush(Duration::from_secs(5))
-                .expect("survivor releases everything");
-            drop(publisher); // SHUTDOWN
-            let summary = survivor.wait(EXIT_LIMIT).assert_success().json();
-            (
-                summary,
-                published,
-                format!("in process, slowest publish {slowest:?}"),
-            )
-        }
-        Publishing::Process { proc, startup } => {
-            // All its frames in about their nominal time, far below the
-            // ACK timeout.
-            let bound = Duration::from_millis(CUDA_SUB_FRAMES * 1000 / 300) + Duration::from_secs(10);
-            let limit = bound.saturating_sub(started.elapsed());
-            let out = survivor.wait_within(limit).unwrap_or_else(|out| {
-                panic!(
-                    "the survivor did not end within {bound:?} of the publisher's start: \
-                     the publisher waited for the dead subscriber? {out}"
-                )
-            });
-            let summary = out.assert_success().json();
-            let pub_out = proc.wait(EXIT_LIMIT);
-            pub_out.assert_success();
-            let took = started.elapsed();
-            assert!(
-                took < bound,
-                "the publisher took {took:?} (bound {bound:?}): it waited for the dead subscriber: {pub_out}"
-            );
-            assert!(
-                pub_out
-                    .stderr
-                    .contains(&format!("published {CUDA_SUB_FRAMES} frames in ")),
-                "{pub_out}"
-            );
-            assert!(
-                pub_out.stderr.contains("; 0 dropped for ACK timeout"),
-                "no ACK timeout was needed: {pub_out}"
-            );
-            let line = pub_out.stderr.lines().last().unwrap_or_default().to_owned();
-            let note =
-                format!("socket in {startup:?}, ended {took:?} after its start (bound {bound:?}): {line}");
-            (summary, CUDA_SUB_FRAMES, note)
-        }
-    };
+/// CUDA memory: the publisher process published all its frames in about
+/// their nominal time from `started`, far below the ACK timeout, with no
+/// ACK timeout. Returns the survivor's summary, the frames published and
+/// the publisher's note.
+fn finish_process(
+    proc: Proc,
+    startup: Duration,
+    mut survivor: Proc,
+    started: Instant,
+) -> (Value, u64, String) {
+    let bound = Duration::from_millis(CUDA_SUB_FRAMES * 1000 / 300) + Duration::from_secs(10);
+    let limit = bound.saturating_sub(started.elapsed());
+    let out = survivor.wait_within(limit).unwrap_or_else(|out| {
+        panic!(
+            "the survivor did not end within {bound:?} of the publisher's start: \
+             the publisher waited for the dead subscriber? {out}"
+        )
+    });
+    let summary = out.assert_success().json();
+    let pub_out = proc.wait(EXIT_LIMIT);
+    pub_out.assert_success();
+    let took = started.elapsed();
+    assert!(
+        took < bound,
+        "the publisher took {took:?} (bound {bound:?}): it waited for the dead subscriber: {pub_out}"
+    );
+    assert!(
+        pub_out
+            .stderr
+            .contains(&format!("published {CUDA_SUB_FRAMES} frames in ")),
+        "{pub_out}"
+    );
+    assert!(
+        pub_out.stderr.contains("; 0 dropped for ACK timeout"),
+        "no ACK timeout was needed: {pub_out}"
+    );
+    let line = pub_out.stderr.lines().last().unwrap_or_default().to_owned();
+    let note = format!("socket in {startup:?}, ended {took:?} after its start (bound {bound:?}): {line}");
+    (summary, CUDA_SUB_FRAMES, note)
+}
 
-    memory.check(&summary);
+/// The survivor of the victim: the stream's memory; under strict-wait every
+/// frame published verified; under drop-oldest a good survivor, and with
+/// CUDA memory one that read on to the last frame.
+fn check_victims_survivor(memory: Memory, policy: Policy, summary: &Value, published: u64) {
+    memory.check(summary);
     match policy {
-        Policy::StrictWait => assert_all_verified(&summary, 1, published),
+        Policy::StrictWait => assert_all_verified(summary, 1, published),
         Policy::DropOldest => {
-            assert_survivor(memory, &summary, policy);
+            assert_survivor(memory, summary, policy);
             if !memory.in_process() {
-                assert_eq!(uint(&summary, "last_seq"), published, "the last frame: {summary}");
+                assert_eq!(uint(summary, "last_seq"), published, "the last frame: {summary}");
                 assert!(
-                    uint(&summary, "frames") >= published / 2,
+                    uint(summary, "frames") >= published / 2,
                     "the survivor kept reading: {summary}"
                 );
             }
         }
     }
-    eprintln!(
-        "{memory:?} subscriber killed {point:?} ({}): victim died {victim_life:?} after its start, slot and bit \
-         freed {freed:?} after its death was seen; publisher ({publisher_note}, ACK timeout {ACK_TIMEOUT_MS} ms); \
-         survivor {} of {published} frames verified, {} dropped, {} mismatched",
-        policy.name(),
-        uint(&summary, "verified"),
-        uint(&summary, "dropped"),
-        uint(&summary, "mismatched"),
-    );
 }
 
 /// One case at a time: the bounds are about the library, not about a
