@@ -268,6 +268,9 @@ fn send_raw(socket: &std::path::Path, bytes: &[u8]) -> UnixStream {
     s
 }
 
+/// Junk peers (`junk_peers`, `ping_without_reading`) beside a publisher and
+/// a good subscriber: frames keep flowing to it, none mismatched; a late
+/// subscriber still gets in; the publisher rejects the junk.
 #[test]
 fn junk_peers_do_not_disturb_publishing_or_good_subscribers() {
     let dir = tempfile::tempdir().unwrap();
@@ -275,84 +278,18 @@ fn junk_peers_do_not_disturb_publishing_or_good_subscribers() {
     let mut cfg = config(&key, dir.path());
     cfg.handshake_timeout = Duration::from_millis(300);
     cfg.ring_size = 8;
-    let mut publisher = Publisher::create(cfg).unwrap();
+    let publisher = Publisher::create(cfg).unwrap();
     let socket = publisher.paths().socket.clone();
-    let mut good = subscribe(&key, dir.path(), "good");
+    let good = subscribe(&key, dir.path(), "good");
 
     let stop = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
-    let (stop2, published2) = (stop.clone(), published.clone());
-    let pub_thread = std::thread::spawn(move || {
-        while !stop2.load(Ordering::Relaxed) {
-            publish_pattern(&mut publisher);
-            published2.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(Duration::from_micros(500));
-        }
-        publisher
-    });
-    let reader = std::thread::spawn(move || {
-        let (mut ok, mut bad) = (0u64, 0u64);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            let lease = good.next(SECOND).expect("good subscriber keeps receiving");
-            if lease_matches(&lease) {
-                ok += 1;
-            } else if lease.is_intact() {
-                bad += 1;
-            }
-        }
-        (ok, bad, good.stats())
-    });
+    let pub_thread = publish_counting(publisher, stop.clone(), published.clone());
+    let reader = read_for_two_seconds(good);
 
-    let hello = Message::HelloReq(HelloReq {
-        proto_version: 1,
-        name: "x".into(),
-        cuda_device: -1,
-        mode: 0,
-        ext_flags: 0,
-    })
-    .encode()
-    .unwrap();
-    let mut oversized = vec![0x01, 0, 0, 0];
-    oversized.extend_from_slice(&5000u32.to_le_bytes());
-    oversized.resize(8 + 5000, 0x41);
-    let mut junk_peers = vec![
-        send_raw(&socket, b"GET / HTTP/1.1\r\nHost: cuframes\r\n\r\n"),
-        send_raw(&socket, &[0xFF; 64]),
-        send_raw(&socket, &oversized),
-        send_raw(&socket, &hello[..hello.len() - 3]), // truncated, then silence
-        send_raw(&socket, &[0x99, 0, 0, 0, 0, 0, 0, 0]),
-        send_raw(&socket, &[&hello[..], &[0u8; 40][..]].concat()),
-        send_raw(&socket, &[&hello[..], &hello[..]].concat()),
-    ];
-    // Truncated, then the peer closes mid-message.
-    drop(send_raw(&socket, &hello[..10]));
-    // Descriptors pushed at the publisher are refused.
-    {
-        let s = UnixStream::connect(&socket).unwrap();
-        let fds: Vec<i32> = (0..16).map(|_| s.as_raw_fd()).collect();
-        let _ = nix::sys::socket::sendmsg::<nix::sys::socket::UnixAddr>(
-            s.as_raw_fd(),
-            &[std::io::IoSlice::new(&hello)],
-            &[nix::sys::socket::ControlMessage::ScmRights(&fds)],
-            nix::sys::socket::MsgFlags::empty(),
-            None,
-        );
-        junk_peers.push(s);
-    }
-    // A flood of idle connections beyond the pending limit.
-    for _ in 0..100 {
-        if let Ok(s) = UnixStream::connect(&socket) {
-            junk_peers.push(s);
-        }
-    }
-    // A peer that pings without ever reading the answers.
-    let pinger = UnixStream::connect(&socket).unwrap();
-    let pings: Vec<u8> = (0..20_000u64)
-        .flat_map(|n| Message::Ping { nonce: n }.encode().unwrap())
-        .collect();
-    pinger.set_nonblocking(true).unwrap();
-    let _ = (&pinger).write(&pings);
+    let hello = hello_req_v1();
+    let junk_peers = junk_peers(&socket, &hello);
+    let _pinger = ping_without_reading(&socket);
 
     let (ok, bad, stats) = reader.join().unwrap();
     // After all of that a new subscriber still gets in.
@@ -373,6 +310,110 @@ fn junk_peers_do_not_disturb_publishing_or_good_subscribers() {
         "{:?}",
         publisher.stats()
     );
+}
+
+/// A thread publishing pattern frames every 0.5 ms until `stop`, counting
+/// them in `published`; it hands the publisher back.
+fn publish_counting(
+    mut publisher: Publisher,
+    stop: Arc<AtomicBool>,
+    published: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Publisher> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            publish_pattern(&mut publisher);
+            published.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        publisher
+    })
+}
+
+/// A thread reading `good` for 2 s, every read a success: returns the
+/// frames that matched, the intact ones that did not, and its stats.
+fn read_for_two_seconds(
+    mut good: Subscriber,
+) -> std::thread::JoinHandle<(u64, u64, cuframes::SubscriberStats)> {
+    std::thread::spawn(move || {
+        let (mut ok, mut bad) = (0u64, 0u64);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            let lease = good.next(SECOND).expect("good subscriber keeps receiving");
+            if lease_matches(&lease) {
+                ok += 1;
+            } else if lease.is_intact() {
+                bad += 1;
+            }
+        }
+        (ok, bad, good.stats())
+    })
+}
+
+/// An encoded protocol-v1 HELLO_REQ.
+fn hello_req_v1() -> Vec<u8> {
+    Message::HelloReq(HelloReq {
+        proto_version: 1,
+        name: "x".into(),
+        cuda_device: -1,
+        mode: 0,
+        ext_flags: 0,
+    })
+    .encode()
+    .unwrap()
+}
+
+/// Peers that send the publisher junk (HTTP, bad types, an oversized
+/// message, truncated and trailing bytes, descriptors) or nothing at all
+/// (a flood of idle connections); those still open, to hold until the end.
+fn junk_peers(socket: &std::path::Path, hello: &[u8]) -> Vec<UnixStream> {
+    let mut oversized = vec![0x01, 0, 0, 0];
+    oversized.extend_from_slice(&5000u32.to_le_bytes());
+    oversized.resize(8 + 5000, 0x41);
+    let mut junk_peers = vec![
+        send_raw(socket, b"GET / HTTP/1.1\r\nHost: cuframes\r\n\r\n"),
+        send_raw(socket, &[0xFF; 64]),
+        send_raw(socket, &oversized),
+        send_raw(socket, &hello[..hello.len() - 3]), // truncated, then silence
+        send_raw(socket, &[0x99, 0, 0, 0, 0, 0, 0, 0]),
+        send_raw(socket, &[hello, &[0u8; 40][..]].concat()),
+        send_raw(socket, &[hello, hello].concat()),
+    ];
+    // Truncated, then the peer closes mid-message.
+    drop(send_raw(socket, &hello[..10]));
+    // Descriptors pushed at the publisher are refused.
+    junk_peers.push(push_descriptors(socket, hello));
+    // A flood of idle connections beyond the pending limit.
+    for _ in 0..100 {
+        if let Ok(s) = UnixStream::connect(socket) {
+            junk_peers.push(s);
+        }
+    }
+    junk_peers
+}
+
+/// A peer that sends `hello` with 16 descriptors attached.
+fn push_descriptors(socket: &std::path::Path, hello: &[u8]) -> UnixStream {
+    let s = UnixStream::connect(socket).unwrap();
+    let fds: Vec<i32> = (0..16).map(|_| s.as_raw_fd()).collect();
+    let _ = nix::sys::socket::sendmsg::<nix::sys::socket::UnixAddr>(
+        s.as_raw_fd(),
+        &[std::io::IoSlice::new(hello)],
+        &[nix::sys::socket::ControlMessage::ScmRights(&fds)],
+        nix::sys::socket::MsgFlags::empty(),
+        None,
+    );
+    s
+}
+
+/// A peer that pings without ever reading the answers.
+fn ping_without_reading(socket: &std::path::Path) -> UnixStream {
+    let pinger = UnixStream::connect(socket).unwrap();
+    let pings: Vec<u8> = (0..20_000u64)
+        .flat_map(|n| Message::Ping { nonce: n }.encode().unwrap())
+        .collect();
+    pinger.set_nonblocking(true).unwrap();
+    let _ = (&pinger).write(&pings);
+    pinger
 }
 
 /// Cases for the extra property tests: `CUFRAMES_PROPTEST_CASES` (default 5000).
@@ -593,116 +634,19 @@ fn scribbling_over_a_live_header_is_survived() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let slowest_us = Arc::new(AtomicU64::new(0));
-    let pub_thread = {
-        let (stop, slowest_us) = (stop.clone(), slowest_us.clone());
-        let mut publisher = publisher;
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                publish_pattern(&mut publisher); // panics on any error
-                slowest_us.fetch_max(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            publisher
-        })
-    };
+    let pub_thread = publish_timed(publisher, stop.clone(), slowest_us.clone());
     let readers: Vec<_> = (0..3)
-        .map(|n| {
-            let (stop, key, dir) = (stop.clone(), key.clone(), dir.path().to_owned());
-            std::thread::spawn(move || {
-                let (mut frames, mut errors, mut connects) = (0u64, 0u64, 0u64);
-                let mut sub = None;
-                while !stop.load(Ordering::Relaxed) {
-                    let s = match sub.as_mut() {
-                        Some(s) => s,
-                        None => {
-                            match cuframes::Subscriber::connect(subscriber_config(
-                                &key,
-                                &dir,
-                                &format!("r{n}"),
-                            )) {
-                                Ok(s) => {
-                                    connects += 1;
-                                    sub.insert(s)
-                                }
-                                Err(_) => {
-                                    errors += 1;
-                                    std::thread::sleep(Duration::from_millis(5));
-                                    continue;
-                                }
-                            }
-                        }
-                    };
-                    match s.next(Some(Duration::from_millis(50))) {
-                        Ok(lease) => {
-                            frames += 1;
-                            let _ = lease_matches(&lease); // may be forged: judged, not asserted
-                            let _ = lease.release();
-                        }
-                        Err(e) if e.kind() == ErrorKind::Timeout => errors += 1,
-                        Err(_) => {
-                            errors += 1;
-                            sub = None; // dropped or refused: connect again
-                        }
-                    }
-                }
-                (frames, errors, connects)
-            })
-        })
+        .map(|n| read_reconnecting(format!("r{n}"), stop.clone(), key.clone(), dir.path().to_owned()))
         .collect();
 
     std::thread::sleep(Duration::from_millis(200));
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let scribble_until = Instant::now() + Duration::from_millis(1500);
-    let mut writes = 0u64;
-    while Instant::now() < scribble_until {
-        let what = rng.next() % 10;
-        if what == 0 {
-            // Every byte at once.
-            let bytes: Vec<u8> = (0..HEADER_SIZE / 8)
-                .flat_map(|_| rng.next().to_le_bytes())
-                .collect();
-            use std::os::unix::fs::FileExt;
-            file.write_all_at(&bytes, 0).unwrap();
-        } else {
-            let offset = (rng.next() as usize % (HEADER_SIZE / 8)) * 8;
-            let value = match rng.next() % 4 {
-                0 => rng.next(),
-                1 => rng.next() % 64,
-                2 => u64::MAX - rng.next() % 4,
-                _ => 0,
-            };
-            write_u64(&file, offset, value);
-        }
-        writes += 1;
-        if writes.is_multiple_of(16) {
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    }
+    let writes = scribble(&file, Duration::from_millis(1500));
     // Restore the fixed part (what only the publisher writes at creation).
     {
         use std::os::unix::fs::FileExt;
         file.write_all_at(&pristine, 0).unwrap();
     }
-    let mut fresh = None;
-    assert!(
-        eventually(Duration::from_secs(3), || {
-            fresh = cuframes::Subscriber::connect(subscriber_config(&key, dir.path(), "fresh")).ok();
-            fresh.is_some()
-        }),
-        "a new subscriber gets in once the header is restored"
-    );
-    let mut fresh = fresh.unwrap();
-    let mut verified = 0;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while verified < 20 && Instant::now() < deadline {
-        if let Ok(lease) = fresh.next(SECOND) {
-            assert!(lease_matches(&lease), "seq {} after the restore", lease.seq());
-            verified += 1;
-        }
-    }
-    assert_eq!(verified, 20, "frames flow again after the restore");
-    drop(fresh);
+    assert_frames_flow_again(&key, dir.path());
 
     stop.store(true, Ordering::Relaxed);
     let publisher = pub_thread.join().expect("the publisher never panics");
@@ -725,6 +669,127 @@ fn scribbling_over_a_live_header_is_survived() {
         "a publish took {slowest:?} (ACK timeout {ack_timeout:?})"
     );
     assert!(writes > 1000);
+}
+
+/// A thread publishing pattern frames (panicking on any error) every
+/// 0.2 ms until `stop`, keeping the slowest publish in `slowest_us`; it
+/// hands the publisher back.
+fn publish_timed(
+    mut publisher: Publisher,
+    stop: Arc<AtomicBool>,
+    slowest_us: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Publisher> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            publish_pattern(&mut publisher); // panics on any error
+            slowest_us.fetch_max(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        publisher
+    })
+}
+
+/// A thread subscribing as `name` and reading until `stop`, connecting
+/// again whenever it is dropped or refused; frames are judged, not
+/// asserted (they may be forged). Returns frames, clean errors, connects.
+fn read_reconnecting(
+    name: String,
+    stop: Arc<AtomicBool>,
+    key: String,
+    dir: std::path::PathBuf,
+) -> std::thread::JoinHandle<(u64, u64, u64)> {
+    std::thread::spawn(move || {
+        let (mut frames, mut errors, mut connects) = (0u64, 0u64, 0u64);
+        let mut sub = None;
+        while !stop.load(Ordering::Relaxed) {
+            let s = match sub.as_mut() {
+                Some(s) => s,
+                None => match cuframes::Subscriber::connect(subscriber_config(&key, &dir, &name)) {
+                    Ok(s) => {
+                        connects += 1;
+                        sub.insert(s)
+                    }
+                    Err(_) => {
+                        errors += 1;
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                },
+            };
+            match s.next(Some(Duration::from_millis(50))) {
+                Ok(lease) => {
+                    frames += 1;
+                    let _ = lease_matches(&lease); // may be forged: judged, not asserted
+                    let _ = lease.release();
+                }
+                Err(e) if e.kind() == ErrorKind::Timeout => errors += 1,
+                Err(_) => {
+                    errors += 1;
+                    sub = None; // dropped or refused: connect again
+                }
+            }
+        }
+        (frames, errors, connects)
+    })
+}
+
+/// Random bytes over the header for `how_long`: a tenth of the time every
+/// byte at once, else one random, small, near-maximal or zero u64 at a
+/// random aligned offset. Returns the number of writes.
+fn scribble(file: &std::fs::File, how_long: Duration) -> u64 {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let scribble_until = Instant::now() + how_long;
+    let mut writes = 0u64;
+    while Instant::now() < scribble_until {
+        let what = rng.next() % 10;
+        if what == 0 {
+            // Every byte at once.
+            let bytes: Vec<u8> = (0..HEADER_SIZE / 8)
+                .flat_map(|_| rng.next().to_le_bytes())
+                .collect();
+            use std::os::unix::fs::FileExt;
+            file.write_all_at(&bytes, 0).unwrap();
+        } else {
+            let offset = (rng.next() as usize % (HEADER_SIZE / 8)) * 8;
+            let value = match rng.next() % 4 {
+                0 => rng.next(),
+                1 => rng.next() % 64,
+                2 => u64::MAX - rng.next() % 4,
+                _ => 0,
+            };
+            write_u64(file, offset, value);
+        }
+        writes += 1;
+        if writes.is_multiple_of(16) {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    writes
+}
+
+/// Once the header is restored a new subscriber gets in (within 3 s) and
+/// verifies 20 frames (within 5 s).
+fn assert_frames_flow_again(key: &str, dir: &std::path::Path) {
+    let mut fresh = None;
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            fresh = cuframes::Subscriber::connect(subscriber_config(key, dir, "fresh")).ok();
+            fresh.is_some()
+        }),
+        "a new subscriber gets in once the header is restored"
+    );
+    let mut fresh = fresh.unwrap();
+    let mut verified = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while verified < 20 && Instant::now() < deadline {
+        if let Ok(lease) = fresh.next(SECOND) {
+            assert!(lease_matches(&lease), "seq {} after the restore", lease.seq());
+            verified += 1;
+        }
+    }
+    assert_eq!(verified, 20, "frames flow again after the restore");
+    drop(fresh);
 }
 
 /// A publisher that relays a real one's HELLO_RESP to the subscriber after
