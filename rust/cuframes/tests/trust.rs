@@ -91,91 +91,108 @@ fn names_planted_at_a_key_are_refused_at_once_and_left_alone() {
             let key = unique_key("plant");
             let (what, path) = names(&key, dir.path())[at].clone();
             plant(kind, &path);
-            let (k, d) = (key.clone(), dir.path().to_owned());
-            let result = within(NO_HANG, move || {
-                let started = Instant::now();
-                let created = Publisher::create(config(&k, &d));
-                let took = started.elapsed();
-                (created.map(|_| ()).map_err(|e| e.to_string()), took)
-            });
-            let Some((result, took)) = result else {
-                remove_any(&path);
-                panic!("{kind:?} at the {what}: creating the publisher hung");
-            };
-            let err = match result {
-                Ok(()) => {
-                    remove_any(&path);
-                    panic!("{kind:?} at the {what}: a publisher was created over it")
-                }
-                Err(e) => e,
-            };
-            assert!(
-                err.contains(&path.display().to_string()),
-                "{kind:?} at the {what}: the error names the path: {err}"
-            );
-            assert!(
-                took < REFUSED_WITHIN,
-                "{kind:?} at the {what}: refused after {took:?}"
-            );
-            assert!(
-                std::fs::symlink_metadata(&path).is_ok(),
-                "{kind:?} at the {what}: the planted file was removed"
-            );
-            // The listing tools, for this key and for all keys.
-            let (k, d) = (key.clone(), dir.path().to_owned());
-            let listed = within(NO_HANG, move || {
-                let keys = cuframes::list_keys(Some(&d));
-                let status = cuframes::key_status(&k, Some(&d)).map(|s| s.live);
-                let inspected = cuframes::inspect::inspect(&k, Some(&d)).map(|_| ());
-                let cleaned = cuframes::cleanup_key(&k, Some(&d)).map_err(|e| e.to_string());
-                (keys, status, inspected, cleaned)
-            });
-            let Some((keys, status, inspected, cleaned)) = listed else {
-                remove_any(&path);
-                panic!("{kind:?} at the {what}: listing, status, inspect or cleanup hung");
-            };
-            // A listener planted at the socket name accepts: live, by spec §1.
-            let listening = matches!(kind, Plant::Socket) && what == "socket";
-            assert!(
-                listening || status.as_ref().ok() != Some(&true),
-                "{kind:?} at the {what}: not a live key"
-            );
-            // What `inspect KEY` and `health KEY` say: the path and what is
-            // there (a regular file of ours at the header or lock name is
-            // the header's or lock's business: inspect reports it).
-            let wrong_kind = match kind {
-                Plant::Fifo => Some("FIFO"),
-                Plant::Socket if !listening => Some("socket"),
-                Plant::Directory => Some("directory"),
-                Plant::Symlink => Some("symbolic link"),
-                Plant::Junk if what == "socket" => Some("regular file"),
-                _ => None,
-            };
-            if let Some(word) = wrong_kind {
-                for (call, err) in [
-                    ("key_status", status.map(|_| ()).err()),
-                    ("inspect", inspected.err()),
-                ] {
-                    let err = err.map(|e| e.to_string()).unwrap_or_default();
-                    assert!(
-                        err.contains(&format!("{} is a {word}", path.display())),
-                        "{kind:?} at the {what}: {call} names the path and what is there: {err:?}"
-                    );
-                }
-            }
-            if let Err(e) = &cleaned {
-                assert!(
-                    e.contains(&path.display().to_string()),
-                    "{kind:?} at the {what}: {e}"
-                );
-            }
-            assert!(
-                std::fs::symlink_metadata(&path).is_ok(),
-                "{kind:?} at the {what}: cleanup removed what no publisher left"
-            );
-            let _ = keys;
+            assert_publishing_over_it_is_refused(kind, what, &key, dir.path(), &path);
+            assert_the_tools_leave_it_alone(kind, what, &key, dir.path(), &path);
             remove_any(&path);
         }
+    }
+}
+
+/// Creating a publisher for `key` with `kind` planted at its `what` (at
+/// `path`) is refused within REFUSED_WITHIN, naming the path, and leaves
+/// the planted file alone.
+fn assert_publishing_over_it_is_refused(kind: Plant, what: &str, key: &str, dir: &Path, path: &Path) {
+    let (k, d) = (key.to_owned(), dir.to_owned());
+    let result = within(NO_HANG, move || {
+        let started = Instant::now();
+        let created = Publisher::create(config(&k, &d));
+        let took = started.elapsed();
+        (created.map(|_| ()).map_err(|e| e.to_string()), took)
+    });
+    let Some((result, took)) = result else {
+        remove_any(path);
+        panic!("{kind:?} at the {what}: creating the publisher hung");
+    };
+    let err = match result {
+        Ok(()) => {
+            remove_any(path);
+            panic!("{kind:?} at the {what}: a publisher was created over it")
+        }
+        Err(e) => e,
+    };
+    assert!(
+        err.contains(&path.display().to_string()),
+        "{kind:?} at the {what}: the error names the path: {err}"
+    );
+    assert!(
+        took < REFUSED_WITHIN,
+        "{kind:?} at the {what}: refused after {took:?}"
+    );
+    assert!(
+        std::fs::symlink_metadata(path).is_ok(),
+        "{kind:?} at the {what}: the planted file was removed"
+    );
+}
+
+/// The listing tools, for this key and for all keys (list, status,
+/// inspect, cleanup), neither hang nor take `kind` at `what` for a live key,
+/// name the path and what is there, and leave it alone.
+fn assert_the_tools_leave_it_alone(kind: Plant, what: &str, key: &str, dir: &Path, path: &Path) {
+    let (k, d) = (key.to_owned(), dir.to_owned());
+    let listed = within(NO_HANG, move || {
+        let keys = cuframes::list_keys(Some(&d));
+        let status = cuframes::key_status(&k, Some(&d)).map(|s| s.live);
+        let inspected = cuframes::inspect::inspect(&k, Some(&d)).map(|_| ());
+        let cleaned = cuframes::cleanup_key(&k, Some(&d)).map_err(|e| e.to_string());
+        (keys, status, inspected, cleaned)
+    });
+    let Some((keys, status, inspected, cleaned)) = listed else {
+        remove_any(path);
+        panic!("{kind:?} at the {what}: listing, status, inspect or cleanup hung");
+    };
+    // A listener planted at the socket name accepts: live, by spec §1.
+    let listening = matches!(kind, Plant::Socket) && what == "socket";
+    assert!(
+        listening || status.as_ref().ok() != Some(&true),
+        "{kind:?} at the {what}: not a live key"
+    );
+    if let Some(word) = wrong_kind(kind, what, listening) {
+        for (call, err) in [
+            ("key_status", status.map(|_| ()).err()),
+            ("inspect", inspected.err()),
+        ] {
+            let err = err.map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                err.contains(&format!("{} is a {word}", path.display())),
+                "{kind:?} at the {what}: {call} names the path and what is there: {err:?}"
+            );
+        }
+    }
+    if let Err(e) = &cleaned {
+        assert!(
+            e.contains(&path.display().to_string()),
+            "{kind:?} at the {what}: {e}"
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(path).is_ok(),
+        "{kind:?} at the {what}: cleanup removed what no publisher left"
+    );
+    let _ = keys;
+}
+
+/// What `inspect KEY` and `health KEY` say is at the key's `what` when
+/// `kind` is planted there: the path and what is there (a regular file of
+/// ours at the header or lock name is the header's or lock's business:
+/// inspect reports it); None when they need not say.
+fn wrong_kind(kind: Plant, what: &str, listening: bool) -> Option<&'static str> {
+    match kind {
+        Plant::Fifo => Some("FIFO"),
+        Plant::Socket if !listening => Some("socket"),
+        Plant::Directory => Some("directory"),
+        Plant::Symlink => Some("symbolic link"),
+        Plant::Junk if what == "socket" => Some("regular file"),
+        _ => None,
     }
 }
 
