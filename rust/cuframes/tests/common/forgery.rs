@@ -7,11 +7,12 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cuframes::ErrorKind;
 
-use super::backend::Backend;
+use super::backend::{Backend, PublisherProcess};
 use super::{lease_matches, unique_key, within};
 
 /// The key's shared header opened read-write by name, as a protocol-v1
@@ -121,12 +122,38 @@ pub fn beside(
     cfg.ring_size = 4;
     let policy = cfg.policy;
     let rt = cfg.runtime_dir.clone().expect("a runtime directory");
-    let mut publisher = backend.publisher(cfg);
+    let publisher = backend.publisher(cfg);
     let mut honest = backend.subscribe(&key, &rt, "honest");
     let stop = Arc::new(AtomicBool::new(false));
-    let (thread, mut process) = match attacker {
+    let (thread, mut process) = start_attack(attacker, &key, dir.path(), &stop);
+    let publishing = publish_up_to(publisher, stop.clone(), frames);
+    let mut seen = read_honestly(&mut honest, hold, frames, &publishing);
+    stop.store(true, Ordering::Relaxed);
+    if let Some(thread) = thread {
+        thread.join().unwrap();
+    }
+    if let Some((child, said)) = process.as_mut() {
+        let _ = child.kill();
+        seen.attacker = format!("{said}{}", child.wait_with_output_now());
+    }
+    let mut publisher = publishing.join().unwrap();
+    let stats = honest.stats();
+    seen.dropped = stats.dropped;
+    seen.overwritten = stats.overwritten;
+    seen.published = publisher.next_seq() - 1;
+    eprintln!("{backend:?}, under {policy:?}: {seen:?}");
+    seen
+}
+
+/// An attack under way: a thread forging `key`'s header until `stop`, or an
+/// attacker process with what it said as it started.
+type Attack = (Option<JoinHandle<()>>, Option<(std::process::Child, String)>);
+
+/// Starts `attacker` on `key` (runtime directory's parent `dir`).
+fn start_attack(attacker: Attacker, key: &str, dir: &Path, stop: &Arc<AtomicBool>) -> Attack {
+    match attacker {
         Attacker::Thread(forgery) => {
-            let file = header_file(&key);
+            let file = header_file(key);
             let stop = stop.clone();
             let thread = std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
@@ -137,21 +164,38 @@ pub fn beside(
             (Some(thread), None)
         }
         Attacker::Process(start) => {
-            let mut child = start(&key, dir.path());
+            let mut child = start(key, dir);
             let said = started_attacking(&mut child);
             (None, Some((child, said)))
         }
-    };
-    let publishing = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) && publisher.next_seq() <= frames {
-                publisher.publish_pattern();
-                std::thread::sleep(Duration::from_micros(300));
-            }
-            publisher
-        })
-    };
+    }
+}
+
+/// A thread publishing pattern frames every 0.3 ms until `stop` or past
+/// seq `frames`; it hands the publisher back.
+fn publish_up_to(
+    mut publisher: PublisherProcess,
+    stop: Arc<AtomicBool>,
+    frames: u64,
+) -> JoinHandle<PublisherProcess> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) && publisher.next_seq() <= frames {
+            publisher.publish_pattern();
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        publisher
+    })
+}
+
+/// The honest subscriber reads, taking `hold` with each frame, until frame
+/// `frames`, a timeout once `publishing` ended, or 20 s; panics on any
+/// error but a timeout. What it received, and how many did not match.
+fn read_honestly(
+    honest: &mut cuframes::Subscriber,
+    hold: Duration,
+    frames: u64,
+    publishing: &JoinHandle<PublisherProcess>,
+) -> Seen {
     let mut seen = Seen::default();
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
@@ -176,20 +220,6 @@ pub fn beside(
             Err(e) => panic!("the honest subscriber failed: {e}"),
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    if let Some(thread) = thread {
-        thread.join().unwrap();
-    }
-    if let Some((child, said)) = process.as_mut() {
-        let _ = child.kill();
-        seen.attacker = format!("{said}{}", child.wait_with_output_now());
-    }
-    let mut publisher = publishing.join().unwrap();
-    let stats = honest.stats();
-    seen.dropped = stats.dropped;
-    seen.overwritten = stats.overwritten;
-    seen.published = publisher.next_seq() - 1;
-    eprintln!("{backend:?}, under {policy:?}: {seen:?}");
     seen
 }
 
