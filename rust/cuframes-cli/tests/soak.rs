@@ -103,13 +103,7 @@ fn check_finished(child: Child, policy: Policy, tally: &mut Tally) {
 /// One phase: returns frames published.
 fn phase(env: &TestEnv, policy: Policy, until: Instant, frame_goal: u64, rng: &mut Rng) -> u64 {
     let key = env.key(&format!("soak-{}", policy.name()));
-    let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 64, 64);
-    config.memory = MemoryRequest::Host;
-    config.policy = policy;
-    config.ack_timeout = ACK_TIMEOUT;
-    config.ring_size = 4;
-    config.runtime_dir = Some(env.dir().to_owned());
-    let publisher = Publisher::create(config).expect("publisher");
+    let publisher = soak_publisher(env, &key, policy);
     // The publisher's own threads and descriptors included, the worker not
     // (it is joined before the count after).
     let before = counts();
@@ -117,96 +111,15 @@ fn phase(env: &TestEnv, policy: Policy, until: Instant, frame_goal: u64, rng: &m
     let stop = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
     let slowest_us = Arc::new(AtomicU64::new(0));
-    let worker = {
-        let (stop, published, slowest_us) = (stop.clone(), published.clone(), slowest_us.clone());
-        let mut publisher = publisher;
-        std::thread::spawn(move || {
-            let layout = publisher.layout().clone();
-            while !stop.load(Ordering::Relaxed) {
-                let index = publisher.next_seq() - 1;
-                let t = Instant::now();
-                publisher
-                    .publish_with(index as i64, |planes| pattern::fill_frame(&layout, index, planes))
-                    .expect("publish");
-                slowest_us.fetch_max(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                published.store(index + 1, Ordering::Relaxed);
-            }
-            publisher
-        })
-    };
-    let mut children: Vec<Child> = Vec::new();
-    let mut tally = Tally::default();
+    let worker = publish_flat_out(publisher, stop.clone(), published.clone(), slowest_us.clone());
     let started = Instant::now();
-    while Instant::now() < until && published.load(Ordering::Relaxed) < frame_goal {
-        // Reap those that left on their own.
-        let mut i = 0;
-        while i < children.len() {
-            if children[i].proc.is_running() {
-                i += 1;
-            } else {
-                check_finished(children.swap_remove(i), policy, &mut tally);
-            }
-        }
-        match rng.below(10) {
-            0..=3 if children.len() < MAX_SUBSCRIBERS => {
-                let sequential = rng.below(4) != 0;
-                let frames = 200 + rng.below(20_000);
-                let mode = if sequential { "sequential" } else { "latest" };
-                // Half of them read the slots in place, half as the defaults
-                // do (copies and read-ahead under drop_oldest).
-                let copy = if rng.below(2) == 0 {
-                    "--copy never --read-ahead 0"
-                } else {
-                    ""
-                };
-                let options = format!("--verify --frames {frames} --mode {mode} --timeout 10s {copy}");
-                children.push(Child {
-                    proc: env.subscribe(&key, &options),
-                    sequential,
-                    frames,
-                });
-                tally.spawned += 1;
-            }
-            4 | 5 if !children.is_empty() => {
-                let at = rng.below(children.len() as u64) as usize;
-                let mut child = children.swap_remove(at);
-                child.proc.kill9();
-                let out = child.proc.wait(EXIT_LIMIT);
-                if out.status.code().is_some() {
-                    // It finished just before the signal.
-                    let summary = out.json();
-                    assert_eq!(uint(&summary, "mismatched"), 0, "{out}");
-                } else {
-                    tally.killed += 1;
-                }
-            }
-            _ => {}
-        }
-        std::thread::sleep(Duration::from_millis(10 + rng.below(90)));
-    }
-    for mut child in children.drain(..) {
-        child.proc.kill9();
-        let _ = child.proc.wait(EXIT_LIMIT);
-        tally.killed += 1;
-    }
+    let tally = churn(env, &key, policy, rng, || {
+        Instant::now() < until && published.load(Ordering::Relaxed) < frame_goal
+    });
     let took = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let publisher = worker.join().expect("the publisher never fails");
-    wait_until(Duration::from_secs(5), "every subscriber bit reclaimed", || {
-        publisher.subscriber_count() == 0
-            && cuframes::inspect::inspect(&key, Some(env.dir()))
-                .ok()
-                .and_then(|i| i.header)
-                .is_some_and(|h| h.subscriber_bitmap == 0)
-    });
-    wait_until(
-        Duration::from_secs(5),
-        "descriptors and threads back to where they were",
-        || {
-            let now = counts();
-            now.fds <= before.fds && now.shared_maps <= before.shared_maps && now.threads <= before.threads
-        },
-    );
+    wait_reclaimed(env, &key, &publisher, before);
     let after = counts();
     let frames = publisher.next_seq() - 1;
     let slowest = Duration::from_micros(slowest_us.load(Ordering::Relaxed));
@@ -226,6 +139,136 @@ fn phase(env: &TestEnv, policy: Policy, until: Instant, frame_goal: u64, rng: &m
         "churn happened: {tally:?}"
     );
     frames
+}
+
+/// A 64x64 NV12 host-memory publisher of `key` under `policy`, ring 4.
+fn soak_publisher(env: &TestEnv, key: &str, policy: Policy) -> Publisher {
+    let mut config = PublisherConfig::new(key.to_owned(), PixelFormat::Nv12, 64, 64);
+    config.memory = MemoryRequest::Host;
+    config.policy = policy;
+    config.ack_timeout = ACK_TIMEOUT;
+    config.ring_size = 4;
+    config.runtime_dir = Some(env.dir().to_owned());
+    Publisher::create(config).expect("publisher")
+}
+
+/// A thread publishing pattern frames as fast as it can until `stop`,
+/// counting them in `published` and keeping the slowest publish in
+/// `slowest_us`; it hands the publisher back.
+fn publish_flat_out(
+    mut publisher: Publisher,
+    stop: Arc<AtomicBool>,
+    published: Arc<AtomicU64>,
+    slowest_us: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Publisher> {
+    std::thread::spawn(move || {
+        let layout = publisher.layout().clone();
+        while !stop.load(Ordering::Relaxed) {
+            let index = publisher.next_seq() - 1;
+            let t = Instant::now();
+            publisher
+                .publish_with(index as i64, |planes| pattern::fill_frame(&layout, index, planes))
+                .expect("publish");
+            slowest_us.fetch_max(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+            published.store(index + 1, Ordering::Relaxed);
+        }
+        publisher
+    })
+}
+
+/// Subscriber processes of `key` join, leave and are killed at random
+/// while `go_on` says so (every 10-100 ms: reap those that left, then
+/// maybe spawn one, maybe kill one); then the rest are killed.
+fn churn(env: &TestEnv, key: &str, policy: Policy, rng: &mut Rng, mut go_on: impl FnMut() -> bool) -> Tally {
+    let mut children: Vec<Child> = Vec::new();
+    let mut tally = Tally::default();
+    while go_on() {
+        reap_finished(&mut children, policy, &mut tally);
+        match rng.below(10) {
+            0..=3 if children.len() < MAX_SUBSCRIBERS => {
+                children.push(spawn_subscriber(env, key, rng));
+                tally.spawned += 1;
+            }
+            4 | 5 if !children.is_empty() => kill_one(&mut children, rng, &mut tally),
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(10 + rng.below(90)));
+    }
+    for mut child in children.drain(..) {
+        child.proc.kill9();
+        let _ = child.proc.wait(EXIT_LIMIT);
+        tally.killed += 1;
+    }
+    tally
+}
+
+/// Reaps (and checks) the subscribers that left on their own.
+fn reap_finished(children: &mut Vec<Child>, policy: Policy, tally: &mut Tally) {
+    let mut i = 0;
+    while i < children.len() {
+        if children[i].proc.is_running() {
+            i += 1;
+        } else {
+            check_finished(children.swap_remove(i), policy, tally);
+        }
+    }
+}
+
+/// `cuframes subscribe --verify` of a random number of frames, sequential
+/// (3 in 4) or latest, half of them reading the slots in place.
+fn spawn_subscriber(env: &TestEnv, key: &str, rng: &mut Rng) -> Child {
+    let sequential = rng.below(4) != 0;
+    let frames = 200 + rng.below(20_000);
+    let mode = if sequential { "sequential" } else { "latest" };
+    // Half of them read the slots in place, half as the defaults
+    // do (copies and read-ahead under drop_oldest).
+    let copy = if rng.below(2) == 0 {
+        "--copy never --read-ahead 0"
+    } else {
+        ""
+    };
+    let options = format!("--verify --frames {frames} --mode {mode} --timeout 10s {copy}");
+    Child {
+        proc: env.subscribe(key, &options),
+        sequential,
+        frames,
+    }
+}
+
+/// kill -9 of a random subscriber; one that finished just before the
+/// signal must have mismatched nothing.
+fn kill_one(children: &mut Vec<Child>, rng: &mut Rng, tally: &mut Tally) {
+    let at = rng.below(children.len() as u64) as usize;
+    let mut child = children.swap_remove(at);
+    child.proc.kill9();
+    let out = child.proc.wait(EXIT_LIMIT);
+    if out.status.code().is_some() {
+        // It finished just before the signal.
+        let summary = out.json();
+        assert_eq!(uint(&summary, "mismatched"), 0, "{out}");
+    } else {
+        tally.killed += 1;
+    }
+}
+
+/// Waits (5 s each) until every subscriber bit is reclaimed and this
+/// process is back to the descriptors, mappings and threads of `before`.
+fn wait_reclaimed(env: &TestEnv, key: &str, publisher: &Publisher, before: Counts) {
+    wait_until(Duration::from_secs(5), "every subscriber bit reclaimed", || {
+        publisher.subscriber_count() == 0
+            && cuframes::inspect::inspect(key, Some(env.dir()))
+                .ok()
+                .and_then(|i| i.header)
+                .is_some_and(|h| h.subscriber_bitmap == 0)
+    });
+    wait_until(
+        Duration::from_secs(5),
+        "descriptors and threads back to where they were",
+        || {
+            let now = counts();
+            now.fds <= before.fds && now.shared_maps <= before.shared_maps && now.threads <= before.threads
+        },
+    );
 }
 
 #[test]
