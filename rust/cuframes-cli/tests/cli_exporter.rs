@@ -456,7 +456,24 @@ fn json_logs_are_one_object_per_line() {
         "5",
     ]);
     let listed = env.run(&["--log-format", "json", "ls"]);
-    // The exporter's own lines, its start-up line included.
+    let (exported, listen) = run_json_exporter(&env);
+    let _ = std::fs::remove_file(shm_path(&planted));
+    published.assert_success();
+    assert!(
+        !exported.stderr.is_empty(),
+        "the exporter says nothing: {exported}"
+    );
+    let events = json_events(&[&published, &listed, &failed, &exported]);
+    assert_json_events(&events, &key, &listen);
+}
+
+/// One JSON log line: its event, its level, and the whole object.
+type Event = (String, String, serde_json::Value);
+
+/// The exporter's own lines, its start-up line included: it runs with
+/// `--log-format json` until it answers /healthz, then gets SIGTERM.
+/// Returns what it wrote and where it listened.
+fn run_json_exporter(env: &TestEnv) -> (Finished, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -477,15 +494,14 @@ fn json_logs_are_one_object_per_line() {
         })
     });
     exporter.signal(nix::sys::signal::Signal::SIGTERM);
-    let exported = exporter.wait(Duration::from_secs(5));
-    let _ = std::fs::remove_file(shm_path(&planted));
-    published.assert_success();
-    assert!(
-        !exported.stderr.is_empty(),
-        "the exporter says nothing: {exported}"
-    );
+    (exporter.wait(Duration::from_secs(5)), listen)
+}
+
+/// Every line on the standard error of `outs`, each checked to be one JSON
+/// object with time (UTC), level, key, event, message and fields.
+fn json_events(outs: &[&Finished]) -> Vec<Event> {
     let mut events = Vec::new();
-    for out in [&published, &listed, &failed, &exported] {
+    for out in outs {
         for line in out.stderr_lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
             for field in ["time", "level", "key", "event", "message", "fields"] {
@@ -499,23 +515,32 @@ fn json_logs_are_one_object_per_line() {
             ));
         }
     }
-    let find = |event: &str| {
-        events
-            .iter()
-            .find(|(e, _, _)| e == event)
-            .unwrap_or_else(|| panic!("no {event}: {events:?}"))
-    };
-    assert_eq!(find("publishing").2["key"], key.as_str());
-    assert_eq!(find("published").2["fields"]["frames"], 5);
-    let warning = find("library");
+    events
+}
+
+/// The first event named `event` (panics, listing them all, when none is).
+fn find<'a>(events: &'a [Event], event: &str) -> &'a Event {
+    events
+        .iter()
+        .find(|(e, _, _)| e == event)
+        .unwrap_or_else(|| panic!("no {event}: {events:?}"))
+}
+
+/// What the commands of `json_logs_are_one_object_per_line` said: the
+/// publisher's start and end, the library's FIFO warning, the failed
+/// subscribe's wait and error, where the exporter serves.
+fn assert_json_events(events: &[Event], key: &str, listen: &str) {
+    assert_eq!(find(events, "publishing").2["key"], key);
+    assert_eq!(find(events, "published").2["fields"]["frames"], 5);
+    let warning = find(events, "library");
     assert_eq!(warning.1, "warning");
     assert!(
         warning.2["message"].as_str().unwrap().contains("FIFO"),
         "{:?}",
         warning.2
     );
-    assert_eq!(find("error").2["fields"]["kind"], "NotFound");
-    let waiting = find("waiting");
+    assert_eq!(find(events, "error").2["fields"]["kind"], "NotFound");
+    let waiting = find(events, "waiting");
     assert_eq!(
         (
             waiting.1.as_str(),
@@ -534,7 +559,7 @@ fn json_logs_are_one_object_per_line() {
         waiting.2["message"],
         "waiting up to 2 s for a publisher of 'no-such-key-here' (--wait-timeout)"
     );
-    assert_eq!(find("serving").2["fields"]["listen"], listen.as_str());
+    assert_eq!(find(events, "serving").2["fields"]["listen"], listen);
 }
 
 /// The `policy` label is spelled as `ls`, `inspect` and `top` print it.
@@ -675,26 +700,12 @@ fn wedged_publishers_do_not_stall_a_scrape() {
 /// can write is not labelled as the publisher's.
 #[test]
 fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
-    use std::os::unix::fs::FileExt;
     let env = TestEnv::new();
     let key = env.key("ex-forged");
-    let mut publisher = host_publisher(&env, &key, Policy::DropOldest, 4);
-    for _ in 0..3 {
-        publish(&mut publisher); // before the subscriber joins
-    }
-    let mut sub = host_subscriber(&env, &key, "honest");
-    for _ in 0..5 {
-        publish(&mut publisher);
-        sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
-    }
+    let (publisher, sub) = an_honest_subscriber_of_five(&env, &key);
     std::thread::sleep(Duration::from_millis(300));
     let m = scrape(&env);
-    let labels = m
-        .iter()
-        .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
-        .expect("the subscriber's figures")
-        .1
-        .clone();
+    let labels = subscriber_labels(&m, &key);
     assert_eq!(
         labels["report"], "publisher",
         "only the publisher's user writes a 0600 header"
@@ -703,40 +714,81 @@ fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
     // 2^62, over and over (the publisher copies the true report back every
     // 250 ms).
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let forger = {
-        let (stop, path) = (stop.clone(), shm_path(&key));
-        std::thread::spawn(move || {
-            let header = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-            // Subscriber record 1 (0xD00 + 128 bytes a record): dropped
-            // 0x40, last_taken_seq 0x48, received 0x50, copied 0x58,
-            // overwritten 0x60 (docs/protocol-notes.md, D35).
-            let record = 0xD00 + 128u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                for word in [0x40, 0x48, 0x50, 0x58, 0x60] {
-                    header
-                        .write_all_at(&(1u64 << 62).to_le_bytes(), record + word)
-                        .unwrap();
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        })
-    };
+    let forger = forge_the_honest_record(shm_path(&key), stop.clone());
     std::thread::sleep(Duration::from_millis(20));
     let m = scrape(&env);
     let top = env.run(&["top", "--once", "--json", "--interval", "100ms"]);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     forger.join().unwrap();
+    assert_counts_clamped(&m, &top, &key);
+    drop(sub);
+    drop(publisher);
+    a_header_v1_peers_may_write_is_labelled_so(&env);
+}
+
+/// A drop-oldest publisher of `key` that published 3 frames, then 5 to a
+/// subscriber "honest" that took and released each.
+fn an_honest_subscriber_of_five(env: &TestEnv, key: &str) -> (Publisher, Subscriber) {
+    let mut publisher = host_publisher(env, key, Policy::DropOldest, 4);
+    for _ in 0..3 {
+        publish(&mut publisher); // before the subscriber joins
+    }
+    let mut sub = host_subscriber(env, key, "honest");
+    for _ in 0..5 {
+        publish(&mut publisher);
+        sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
+    }
+    (publisher, sub)
+}
+
+/// The labels of `key`'s subscriber's figures in a scrape.
+fn subscriber_labels(m: &[Sample], key: &str) -> BTreeMap<String, String> {
+    m.iter()
+        .find(|(n, l, _)| {
+            n == "cuframes_subscriber_frames_received_total" && l.get("key").map(String::as_str) == Some(key)
+        })
+        .expect("the subscriber's figures")
+        .1
+        .clone()
+}
+
+/// A thread writing 2^62 over every count of subscriber record 1 of the
+/// header at `path`, every 0.2 ms until `stop`.
+fn forge_the_honest_record(
+    path: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::os::unix::fs::FileExt;
+    std::thread::spawn(move || {
+        let header = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        // Subscriber record 1 (0xD00 + 128 bytes a record): dropped
+        // 0x40, last_taken_seq 0x48, received 0x50, copied 0x58,
+        // overwritten 0x60 (docs/protocol-notes.md, D35).
+        let record = 0xD00 + 128u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for word in [0x40, 0x48, 0x50, 0x58, 0x60] {
+                header
+                    .write_all_at(&(1u64 << 62).to_le_bytes(), record + word)
+                    .unwrap();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    })
+}
+
+/// The forged counts, as the exporter (`m`) and `top` give them, are
+/// bounded by the 5 frames published since the subscriber joined.
+fn assert_counts_clamped(m: &[Sample], top: &Finished, key: &str) {
     // 8 published, 5 of them since the subscriber joined.
-    for (_, l, v) in m
-        .iter()
-        .filter(|(n, l, _)| n.starts_with("cuframes_subscriber_frames_") && l.get("key") == Some(&key))
-    {
+    for (_, l, v) in m.iter().filter(|(n, l, _)| {
+        n.starts_with("cuframes_subscriber_frames_") && l.get("key").map(String::as_str) == Some(key)
+    }) {
         assert!(
             *v <= 5.0,
             "{l:?} {v}: more than the 5 frames published since it joined"
         );
     }
-    let copied = value(&m, "cuframes_frames_copied_total", &key, None).unwrap();
+    let copied = value(m, "cuframes_frames_copied_total", key, None).unwrap();
     assert!(copied <= 5.0, "copies {copied}");
     top.assert_success();
     let rows = top.json();
@@ -744,15 +796,16 @@ fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["key"] == key.as_str())
+        .find(|r| r["key"] == key)
         .expect("top lists the key");
     for s in row["subscriber_slots"].as_array().expect("subscriber slots") {
         assert!(s["dropped"].as_u64().unwrap() <= 5, "top: {s}");
     }
-    drop(sub);
-    drop(publisher);
-    // A header the group's protocol-v1 peers may write (v1_peers=allow with
-    // a group: 0660): nothing read from it is the publisher's word alone.
+}
+
+/// A header the group's protocol-v1 peers may write (v1_peers=allow with
+/// a group: 0660): nothing read from it is the publisher's word alone.
+fn a_header_v1_peers_may_write_is_labelled_so(env: &TestEnv) {
     let key = env.key("ex-v1-writable");
     let mut c = PublisherConfig::new(&key, PixelFormat::Nv12, 64, 48);
     c.memory = MemoryRequest::Host;
@@ -760,15 +813,11 @@ fn forged_counts_are_clamped_and_labelled_by_who_could_write_them() {
     c.group = Some(nix::unistd::getegid().as_raw().to_string());
     c.v1_peers = cuframes::V1Peers::Allow;
     let mut publisher = Publisher::create(c).unwrap();
-    let mut sub = host_subscriber(&env, &key, "honest");
+    let mut sub = host_subscriber(env, &key, "honest");
     publish(&mut publisher);
     sub.next(Some(Duration::from_secs(1))).unwrap().release().unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let m = scrape(&env);
-    let labels = &m
-        .iter()
-        .find(|(n, l, _)| n == "cuframes_subscriber_frames_received_total" && l.get("key") == Some(&key))
-        .expect("the subscriber's figures")
-        .1;
+    let m = scrape(env);
+    let labels = subscriber_labels(&m, &key);
     assert_eq!(labels["report"], "v1_peers", "a 0660 header: {labels:?}");
 }
