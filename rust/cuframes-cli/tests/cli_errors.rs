@@ -262,26 +262,8 @@ fn second_publisher_on_live_key() {
 fn bad_publish_arguments() {
     let env = TestEnv::new();
     let key = env.key("err-args");
-    let cases: [(&[&str], &[&str]); 9] = [
-        (&["--ring", "0"], &["ring size 0", "1..=16"]),
-        (&["--ring", "17"], &["ring size 17", "1..=16"]),
-        (&["--size", "0x10"], &["0x10", "out of range"]),
-        (&["--size", "160"], &["bad size '160'"]),
-        (&["--fps=-1"], &["bad --fps -1"]),
-        (&["--fps", "0.0001"], &["bad --fps 0.0001"]),
-        (&["--wait-subscribers", "32"], &["--wait-subscribers 32", "31"]),
-        (
-            &["--policy", "strict-wait", "--ack-timeout", "0ms"],
-            &["ACK timeout"],
-        ),
-        (&["--handshake-timeout", "0"], &["handshake timeout of 0"]),
-    ];
-    for (args, phrases) in cases {
-        let mut argv = vec!["publish", key.as_str(), "--frames", "1"];
-        argv.extend_from_slice(args);
-        if !args.contains(&"--memory") {
-            argv.extend_from_slice(&["--memory", "host"]);
-        }
+    for (args, phrases) in BAD_PUBLISH_VALUES {
+        let mut argv = publish_argv(&key, args);
         if !args.contains(&"--size") {
             argv.extend_from_slice(&["--size", "160x120"]);
         }
@@ -291,66 +273,95 @@ fn bad_publish_arguments() {
     }
     // Choices and durations are checked by the command line's parser: exit 2,
     // the choices listed.
-    let usage: [(&[&str], &[&str]); 9] = [
-        (
-            &["--format", "rgb24"],
-            &[
-                "invalid value 'rgb24' for '--format <FORMAT>'",
-                "nv12",
-                "yuv444p16",
-            ],
-        ),
-        (
-            &["--policy", "foo"],
-            &[
-                "invalid value 'foo'",
-                "[possible values: drop_oldest, strict_wait]",
-            ],
-        ),
-        (&["--policy", "drop"], &["invalid value 'drop'", "drop_oldest"]),
-        (
-            &["--memory", "gpu"],
-            &["invalid value 'gpu'", "[possible values: auto, host, cuda]"],
-        ),
-        (
-            &["--cuda-share", "dmabuf"],
-            &["invalid value 'dmabuf'", "[possible values: auto, fd, ipc]"],
-        ),
-        (
-            &["--ack-timeout", "1 s"],
-            &["--ack-timeout", "not a duration", "500ms"],
-        ),
-        (&["--startup-timeout=-1"], &["--startup-timeout", "negative"]),
-        (&["--wait-timeout", "2000000000"], &["--wait-timeout", "too long"]),
-        (&["--ack-timeout-ms", "soon"], &["--ack-timeout-ms"]),
-    ];
-    for (args, phrases) in usage {
-        let mut argv = vec!["publish", key.as_str(), "--frames", "1"];
-        argv.extend_from_slice(args);
-        if !args.contains(&"--memory") {
-            argv.extend_from_slice(&["--memory", "host"]);
-        }
-        env.run(&argv).assert_usage_error(phrases);
+    for (args, phrases) in BAD_PUBLISH_USAGE {
+        env.run(&publish_argv(&key, args)).assert_usage_error(phrases);
         assert_nothing_created(&env, &key);
     }
-    for (args, phrases) in [
-        (
-            &["--mode", "newest"][..],
-            &["invalid value 'newest'", "[possible values: sequential, latest]"][..],
-        ),
-        (
-            &["--copy", "sometimes"],
-            &["[possible values: auto, always, never]"],
-        ),
-        (&["--timeout", "5min"], &["--timeout", "not a duration"]),
-        (&["--wait-timeout", "1:60"], &["--wait-timeout", "not a duration"]),
-        (&["--start-delay", ""], &["--start-delay"]),
-    ] {
+    for (args, phrases) in BAD_SUBSCRIBE_USAGE {
         let mut argv = vec!["subscribe", key.as_str()];
         argv.extend_from_slice(args);
         env.run(&argv).assert_usage_error(phrases);
     }
 }
+
+/// `publish KEY --frames 1 ARGS`, in host memory unless ARGS say otherwise.
+fn publish_argv<'a>(key: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut argv = vec!["publish", key, "--frames", "1"];
+    argv.extend_from_slice(args);
+    if !args.contains(&"--memory") {
+        argv.extend_from_slice(&["--memory", "host"]);
+    }
+    argv
+}
+
+/// Arguments of `publish` (beside a valid size, unless they give one) that
+/// the command refuses (exit 1, one error line), and what that line says.
+const BAD_PUBLISH_VALUES: [(&[&str], &[&str]); 9] = [
+    (&["--ring", "0"], &["ring size 0", "1..=16"]),
+    (&["--ring", "17"], &["ring size 17", "1..=16"]),
+    (&["--size", "0x10"], &["0x10", "out of range"]),
+    (&["--size", "160"], &["bad size '160'"]),
+    (&["--fps=-1"], &["bad --fps -1"]),
+    (&["--fps", "0.0001"], &["bad --fps 0.0001"]),
+    (&["--wait-subscribers", "32"], &["--wait-subscribers 32", "31"]),
+    (
+        &["--policy", "strict-wait", "--ack-timeout", "0ms"],
+        &["ACK timeout"],
+    ),
+    (&["--handshake-timeout", "0"], &["handshake timeout of 0"]),
+];
+
+/// Arguments of `publish` the command line's parser refuses (exit 2), and
+/// what it says: the choices, or what a duration looks like.
+const BAD_PUBLISH_USAGE: [(&[&str], &[&str]); 9] = [
+    (
+        &["--format", "rgb24"],
+        &[
+            "invalid value 'rgb24' for '--format <FORMAT>'",
+            "nv12",
+            "yuv444p16",
+        ],
+    ),
+    (
+        &["--policy", "foo"],
+        &[
+            "invalid value 'foo'",
+            "[possible values: drop_oldest, strict_wait]",
+        ],
+    ),
+    (&["--policy", "drop"], &["invalid value 'drop'", "drop_oldest"]),
+    (
+        &["--memory", "gpu"],
+        &["invalid value 'gpu'", "[possible values: auto, host, cuda]"],
+    ),
+    (
+        &["--cuda-share", "dmabuf"],
+        &["invalid value 'dmabuf'", "[possible values: auto, fd, ipc]"],
+    ),
+    (
+        &["--ack-timeout", "1 s"],
+        &["--ack-timeout", "not a duration", "500ms"],
+    ),
+    (&["--startup-timeout=-1"], &["--startup-timeout", "negative"]),
+    (&["--wait-timeout", "2000000000"], &["--wait-timeout", "too long"]),
+    (&["--ack-timeout-ms", "soon"], &["--ack-timeout-ms"]),
+];
+
+/// Arguments of `subscribe` the command line's parser refuses (exit 2), and
+/// what it says.
+const BAD_SUBSCRIBE_USAGE: [(&[&str], &[&str]); 5] = [
+    (
+        &["--mode", "newest"],
+        &["invalid value 'newest'", "[possible values: sequential, latest]"],
+    ),
+    (
+        &["--copy", "sometimes"],
+        &["[possible values: auto, always, never]"],
+    ),
+    (&["--timeout", "5min"], &["--timeout", "not a duration"]),
+    (&["--wait-timeout", "1:60"], &["--wait-timeout", "not a duration"]),
+    (&["--start-delay", ""], &["--start-delay"]),
+];
 
 /// The millisecond options of 0.2 still work for now, in milliseconds,
 /// with a warning that names the new spelling.
