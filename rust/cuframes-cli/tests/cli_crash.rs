@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{EXIT_LIMIT, TestEnv, assert_all_verified, shm_path, uint, wait_until};
+use common::{EXIT_LIMIT, Proc, TestEnv, assert_all_verified, shm_path, uint, wait_until};
 use cuframes::{MemoryRequest, PixelFormat, Policy, Publisher, PublisherConfig, pattern};
 use nix::sys::signal::Signal;
 
@@ -98,14 +98,7 @@ struct Progress {
 fn subscriber_kill9_is_dropped_at_once() {
     let env = TestEnv::new();
     let key = env.key("crash-sub");
-    let mut config = PublisherConfig::new(key.clone(), PixelFormat::Nv12, 160, 120);
-    config.memory = MemoryRequest::Host;
-    config.policy = Policy::StrictWait;
-    config.ack_timeout = Duration::from_secs(30);
-    config.ring_size = 4;
-    config.runtime_dir = Some(env.dir().to_owned());
-    let mut publisher = Publisher::create(config).expect("publisher");
-
+    let publisher = strict_wait_publisher(&env, &key);
     let mut victim = env.subscribe(&key, "--verify --frames 0 --name victim");
     let survivor = env.subscribe(&key, "--verify --frames 0 --name survivor");
     publisher
@@ -113,35 +106,75 @@ fn subscriber_kill9_is_dropped_at_once() {
         .expect("two subscribers");
 
     let progress = Arc::new(Progress::default());
-    let worker = {
-        let progress = progress.clone();
-        std::thread::spawn(move || {
-            let layout = publisher.layout().clone();
-            while !progress.stop.load(Ordering::Relaxed) {
-                let index = publisher.next_seq() - 1;
-                let started = Instant::now();
-                let seq = publisher
-                    .publish_with(index as i64 * 1000, |planes| {
-                        pattern::fill_frame(&layout, index, planes)
-                    })
-                    .expect("publish");
-                let took = started.elapsed().as_micros() as u64;
-                assert_eq!(seq, index + 1);
-                progress.slowest_publish_us.fetch_max(took, Ordering::Relaxed);
-                progress
-                    .subscribers
-                    .store(publisher.subscriber_count(), Ordering::Relaxed);
-                progress.published.store(seq, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_micros(500));
-            }
-            publisher
-        })
-    };
-
+    let worker = publish_reporting(publisher, progress.clone());
     wait_until(common::SOCKET_LIMIT, "100 frames to both subscribers", || {
         progress.published.load(Ordering::Relaxed) >= 100
     });
     assert_eq!(progress.subscribers.load(Ordering::Relaxed), 2);
+    kill_and_see_it_dropped(&mut victim, &progress);
+
+    progress.stop.store(true, Ordering::Relaxed);
+    let publisher = worker.join().expect("publishing thread");
+    let published = publisher.next_seq() - 1;
+    assert_never_waited_for_the_dead(&publisher, &progress);
+    publisher
+        .flush(Duration::from_secs(5))
+        .expect("survivor releases every frame");
+    drop(publisher); // SHUTDOWN
+
+    let out = survivor.wait(EXIT_LIMIT);
+    let summary = out.assert_success().json();
+    assert_all_verified(&summary, 1, published);
+    let victim = victim.wait(EXIT_LIMIT);
+    assert_eq!(victim.status.signal(), Some(9), "{victim}");
+    assert!(!env.socket(&key).exists() && !shm_path(&key).exists());
+}
+
+/// A 160x120 NV12 host-memory strict-wait publisher (ACK timeout 30 s,
+/// ring 4).
+fn strict_wait_publisher(env: &TestEnv, key: &str) -> Publisher {
+    let mut config = PublisherConfig::new(key.to_owned(), PixelFormat::Nv12, 160, 120);
+    config.memory = MemoryRequest::Host;
+    config.policy = Policy::StrictWait;
+    config.ack_timeout = Duration::from_secs(30);
+    config.ring_size = 4;
+    config.runtime_dir = Some(env.dir().to_owned());
+    Publisher::create(config).expect("publisher")
+}
+
+/// A thread publishing pattern frames every 0.5 ms until `progress.stop`,
+/// reporting in `progress` what it published, its subscribers and its
+/// slowest publish; it hands the publisher back.
+fn publish_reporting(
+    mut publisher: Publisher,
+    progress: Arc<Progress>,
+) -> std::thread::JoinHandle<Publisher> {
+    std::thread::spawn(move || {
+        let layout = publisher.layout().clone();
+        while !progress.stop.load(Ordering::Relaxed) {
+            let index = publisher.next_seq() - 1;
+            let started = Instant::now();
+            let seq = publisher
+                .publish_with(index as i64 * 1000, |planes| {
+                    pattern::fill_frame(&layout, index, planes)
+                })
+                .expect("publish");
+            let took = started.elapsed().as_micros() as u64;
+            assert_eq!(seq, index + 1);
+            progress.slowest_publish_us.fetch_max(took, Ordering::Relaxed);
+            progress
+                .subscribers
+                .store(publisher.subscriber_count(), Ordering::Relaxed);
+            progress.published.store(seq, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        publisher
+    })
+}
+
+/// kill -9 of the victim: the publisher drops it within a second and
+/// publishes 200 more frames.
+fn kill_and_see_it_dropped(victim: &mut Proc, progress: &Progress) {
     victim.kill9();
     let killed_at = Instant::now();
     let took = wait_until(
@@ -157,10 +190,11 @@ fn subscriber_kill9_is_dropped_at_once() {
         "killed subscriber dropped after {took:?} ({:?} since kill)",
         killed_at.elapsed()
     );
+}
 
-    progress.stop.store(true, Ordering::Relaxed);
-    let publisher = worker.join().expect("publishing thread");
-    let published = publisher.next_seq() - 1;
+/// The stopped publisher kept the survivor, needed no ACK timeout for the
+/// killed subscriber, and no publish took a second.
+fn assert_never_waited_for_the_dead(publisher: &Publisher, progress: &Progress) {
     assert_eq!(publisher.subscriber_count(), 1);
     assert_eq!(
         publisher.stats().ack_timeouts,
@@ -172,17 +206,6 @@ fn subscriber_kill9_is_dropped_at_once() {
         slowest < Duration::from_secs(1),
         "a publish call took {slowest:?}"
     );
-    publisher
-        .flush(Duration::from_secs(5))
-        .expect("survivor releases every frame");
-    drop(publisher); // SHUTDOWN
-
-    let out = survivor.wait(EXIT_LIMIT);
-    let summary = out.assert_success().json();
-    assert_all_verified(&summary, 1, published);
-    let victim = victim.wait(EXIT_LIMIT);
-    assert_eq!(victim.status.signal(), Some(9), "{victim}");
-    assert!(!env.socket(&key).exists() && !shm_path(&key).exists());
 }
 
 /// SIGTERM: the publisher shuts down cleanly (exit 0, SHUTDOWN to its
