@@ -65,88 +65,13 @@ fn bad_publisher_configs_leave_the_out_parameter_alone() {
     let dir_c = cstring(dir.path());
     let key = unique_key("badcfg");
     let bad_key = CString::new("no/slash").unwrap();
-    type Edit = fn(&mut cuframes_publisher_config, &CString);
-    let cases: &[(&str, Edit, cuframes_status, &str)] = &[
-        (
-            "NULL key",
-            |c, _| c.key = std::ptr::null(),
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "config.key is NULL",
-        ),
-        (
-            "bad key",
-            |c, k| c.key = k.as_ptr(),
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "invalid key \"no/slash\"",
-        ),
-        (
-            "ring 17",
-            |c, _| c.ring_size = 17,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "ring size 17",
-        ),
-        (
-            "format 0",
-            |c, _| c.format = 0,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "config.format is not set",
-        ),
-        (
-            "format 99",
-            |c, _| c.format = 99,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "config.format 99",
-        ),
-        (
-            "memory 7",
-            |c, _| c.memory = 7,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "config.memory 7",
-        ),
-        (
-            "policy 2",
-            |c, _| c.policy = 2,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "config.policy 2",
-        ),
-        (
-            "width 0",
-            |c, _| c.width = 0,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "frame size 0x17",
-        ),
-        (
-            "fps 30/0",
-            |c, _| c.fps_num = 30,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "30/0",
-        ),
-        (
-            "CUDA",
-            |c, _| c.memory = CUFRAMES_MEMORY_CUDA,
-            CUFRAMES_ERR_UNSUPPORTED,
-            "CUDA",
-        ),
-        (
-            "cuda_device -2",
-            |c, _| c.cuda_device = -2,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "config.cuda_device -2",
-        ),
-        (
-            "cuda_device INT32_MIN",
-            |c, _| c.cuda_device = i32::MIN,
-            CUFRAMES_ERR_INVALID_ARGUMENT,
-            "config.cuda_device -2147483648",
-        ),
-    ];
-    for (name, edit, want, mentions) in cases {
+    for (name, edit, want, mentions) in BAD_PUBLISHER_CONFIGS {
         let mut config = publisher_config(&key, &dir_c, CUFRAMES_FORMAT_NV12);
         edit(&mut config, &bad_key);
         let mut publisher: *mut cuframes_publisher = sentinel();
         // SAFETY: a valid config whose strings outlive the call.
         let status = unsafe { cuframes_publisher_create(&config, &mut publisher) };
-        assert_eq!(status, *want, "{name}: {}", last_error());
+        assert_eq!(status, want, "{name}: {}", last_error());
         assert_eq!(publisher, sentinel(), "{name}: out-parameter written");
         assert!(
             last_error().contains(mentions),
@@ -154,9 +79,95 @@ fn bad_publisher_configs_leave_the_out_parameter_alone() {
             last_error()
         );
     }
-    // ring_size 0 means the default, 16; a device ordinal is no concern of
-    // host memory.
-    let mut config = publisher_config(&key, &dir_c, CUFRAMES_FORMAT_NV12);
+    host_defaults_fill_in(&key, &dir_c);
+}
+
+/// An edit that spoils a good config (given a bad key to point it at).
+type Edit = fn(&mut cuframes_publisher_config, &CString);
+
+/// Bad publisher configs: the case's name, the edit that makes it, the
+/// status `cuframes_publisher_create` answers, and what its last error
+/// mentions.
+const BAD_PUBLISHER_CONFIGS: [(&str, Edit, cuframes_status, &str); 12] = [
+    (
+        "NULL key",
+        |c, _| c.key = std::ptr::null(),
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "config.key is NULL",
+    ),
+    (
+        "bad key",
+        |c, k| c.key = k.as_ptr(),
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "invalid key \"no/slash\"",
+    ),
+    (
+        "ring 17",
+        |c, _| c.ring_size = 17,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "ring size 17",
+    ),
+    (
+        "format 0",
+        |c, _| c.format = 0,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "config.format is not set",
+    ),
+    (
+        "format 99",
+        |c, _| c.format = 99,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "config.format 99",
+    ),
+    (
+        "memory 7",
+        |c, _| c.memory = 7,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "config.memory 7",
+    ),
+    (
+        "policy 2",
+        |c, _| c.policy = 2,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "config.policy 2",
+    ),
+    (
+        "width 0",
+        |c, _| c.width = 0,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "frame size 0x17",
+    ),
+    (
+        "fps 30/0",
+        |c, _| c.fps_num = 30,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "30/0",
+    ),
+    (
+        "CUDA",
+        |c, _| c.memory = CUFRAMES_MEMORY_CUDA,
+        CUFRAMES_ERR_UNSUPPORTED,
+        "CUDA",
+    ),
+    (
+        "cuda_device -2",
+        |c, _| c.cuda_device = -2,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "config.cuda_device -2",
+    ),
+    (
+        "cuda_device INT32_MIN",
+        |c, _| c.cuda_device = i32::MIN,
+        CUFRAMES_ERR_INVALID_ARGUMENT,
+        "config.cuda_device -2147483648",
+    ),
+];
+
+/// ring_size 0 means the default, 16; a device ordinal is no concern of
+/// host memory; an ACK timeout of 0 and a rate of 30000/1001 are taken:
+/// the publisher created reports them, and the 33x17 NV12 layout.
+fn host_defaults_fill_in(key: &CString, dir_c: &CString) {
+    let mut config = publisher_config(key, dir_c, CUFRAMES_FORMAT_NV12);
     config.ring_size = 0;
     config.cuda_device = 3;
     config.ack_timeout_ms = 0;
