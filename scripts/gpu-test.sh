@@ -201,7 +201,9 @@ python_part() {
 # bench, gst-bench, ring and profile; ring = the `cuframes bench` runs of bench without the FFmpeg pipelines).
 run() {
     : "${OUT:?run needs \$OUT}"
-    [ -x "$stage/ffmpeg/bin/ffmpeg" ] || tar -C "$stage" -xJf "$stage/ffmpeg.tar.xz"
+    if [ ! -x "$stage/ffmpeg/bin/ffmpeg" ] && [ -f "$stage/ffmpeg.tar.xz" ]; then
+        tar -C "$stage" -xJf "$stage/ffmpeg.tar.xz"
+    fi
     local parts=("$@")
     [ ${#parts[@]} -gt 0 ] || parts=(rust lib c crash ffmpeg demo python gstreamer)
     {
