@@ -19,11 +19,15 @@
 #            FAST_SECONDS (2): each consumer's steady rate
 #   slow     a 30 fps stream, one consumer taking 15 fps (who loses frames, who is told)
 #   restart  the producer killed (-9) and started again (who carries on)
-# STAGE names another folder than .gpu.
+# STAGE names another folder than .gpu. GST_BENCH_HOST=1 runs the cases that need no
+# GPU (fast, slow, restart) on host memory with this machine's GStreamer and the plugin
+# in $GST_PLUGIN_PATH, cuframes only: the script's own check (tests/gstreamer/run.sh),
+# with GST_BENCH_PROBE (the probe), GST_BENCH_RAW (the raw folder), FAST_SIZES and
+# GST_BENCH_CONSUMERS to keep it short.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 STAGE=${STAGE:-.gpu}
-PROBE=$PWD/$STAGE/tests/gst-bench-probe
+PROBE=${GST_BENCH_PROBE:-$PWD/$STAGE/tests/gst-bench-probe}
 
 if [ "${1:-}" = stage ]; then
     mkdir -p "$STAGE/tests"
@@ -34,18 +38,23 @@ if [ "${1:-}" = stage ]; then
 fi
 [ "${1:-}" = run ] || { echo "usage: scripts/gpu/gst-bench.sh stage | run" >&2; exit 2; }
 
-. scripts/gpu/gstreamer.sh env
-. scripts/lib/cupti.sh
+HOST=${GST_BENCH_HOST:-0}
+if [ "$HOST" = 1 ]; then
+    TRANSPORTS=cuframes
+else
+    . scripts/gpu/gstreamer.sh env
+    . scripts/lib/cupti.sh
+    TRANSPORTS="cuframes cudaipc-copy cudaipc-import cudaipc-mmap"
+fi
 RESULTS=${OUT:-/tmp}/gst-bench
-RAW=/tmp/gst-bench-raw
+RAW=${GST_BENCH_RAW:-/tmp/gst-bench-raw}
 CLIPS=/tmp/gst-bench-clips
 rm -rf "$RAW" && mkdir -p "$RESULTS" "$RAW" "$CLIPS"
 export CUFRAMES_RUNTIME_DIR=$RAW/runtime
 mkdir -p "$CUFRAMES_RUNTIME_DIR"
 CONSUMERS=${GST_BENCH_CONSUMERS:-1 4}
-TRANSPORTS="cuframes cudaipc-copy cudaipc-import cudaipc-mmap"
 COUNTER=$PWD/$STAGE/lib/memcpy-count.so
-CUPTI=$(find_cupti)
+CUPTI=$([ "$HOST" = 1 ] || find_cupti)
 
 ff() {
     LD_LIBRARY_PATH=$PWD/$STAGE/ffmpeg/lib "$PWD/$STAGE/ffmpeg/bin/ffmpeg" -hide_banner -nostdin -loglevel error "$@"
@@ -111,33 +120,41 @@ run_case() {
 }
 
 feed() { # SIZE: one NV12 frame made on the CPU and uploaded once, for appsrc name=feed
-    local w=${1%x*} h=${1#*x}
-    export GST_BENCH_FEED="videotestsrc num-buffers=1 ! video/x-raw,format=NV12,width=$w,height=$h,framerate=30/1 ! cudaupload name=upload ! video/x-raw(memory:CUDAMemory) ! appsink name=frame"
+    local w=${1%x*} h=${1#*x} upload="cudaupload name=upload ! video/x-raw(memory:CUDAMemory)"
+    [ "$HOST" = 1 ] && upload="identity name=upload"
+    export GST_BENCH_FEED="videotestsrc num-buffers=1 ! video/x-raw,format=NV12,width=$w,height=$h,framerate=30/1 ! $upload ! appsink name=frame"
 }
 
-echo "GStreamer $(gst-inspect-1.0 --version | sed -n 2p); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-gst-inspect-1.0 cuframessrc >/dev/null && gst-inspect-1.0 cudaipcsink >/dev/null || exit 1
-clip 1080p 1920x1080 300 && clip 4k 3840x2160 120 || exit 1
-
-echo "== decoder: nvh264dec ! SINK"
-for size in 1080p 4k; do
-    for n in $CONSUMERS; do
-        for t in $TRANSPORTS; do
-            run_case "decoder-$size-$n-$t" "$t" "$n" filesrc location="$CLIPS/$size.h264" ! h264parse ! nvh264dec ! \
-                "video/x-raw(memory:CUDAMemory)"
+decoder_cases() { # both bound by nvh264dec; then the copies counted (1080p)
+    echo "== decoder: nvh264dec ! SINK"
+    for size in 1080p 4k; do
+        for n in $CONSUMERS; do
+            for t in $TRANSPORTS; do
+                run_case "decoder-$size-$n-$t" "$t" "$n" filesrc location="$CLIPS/$size.h264" ! h264parse ! nvh264dec ! \
+                    "video/x-raw(memory:CUDAMemory)"
+            done
         done
     done
-done
-echo "== decoder, counting copies (1080p)"
-for n in $CONSUMERS; do
-    for t in $TRANSPORTS; do
-        COUNT=1 run_case "copies-1080p-$n-$t" "$t" "$n" filesrc location="$CLIPS/1080p.h264" ! h264parse ! \
-            nvh264dec ! "video/x-raw(memory:CUDAMemory)"
+    echo "== decoder, counting copies (1080p)"
+    for n in $CONSUMERS; do
+        for t in $TRANSPORTS; do
+            COUNT=1 run_case "copies-1080p-$n-$t" "$t" "$n" filesrc location="$CLIPS/1080p.h264" ! h264parse ! \
+                nvh264dec ! "video/x-raw(memory:CUDAMemory)"
+        done
     done
-done
+}
 
+if [ "$HOST" = 1 ]; then
+    echo "GStreamer $(gst-inspect-1.0 --version | sed -n 2p); host memory, no GPU"
+    gst-inspect-1.0 cuframessrc >/dev/null || exit 1
+else
+    echo "GStreamer $(gst-inspect-1.0 --version | sed -n 2p); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+    gst-inspect-1.0 cuframessrc >/dev/null && gst-inspect-1.0 cudaipcsink >/dev/null || exit 1
+    clip 1080p 1920x1080 300 && clip 4k 3840x2160 120 || exit 1
+    decoder_cases
+fi
 echo "== fast: frames already on the GPU, as fast as taken, for ${FAST_SECONDS:-2} s"
-for size in 1920x1080 3840x2160; do
+for size in ${FAST_SIZES:-1920x1080 3840x2160}; do
     feed $size
     for n in $CONSUMERS; do
         for t in $TRANSPORTS; do
@@ -149,14 +166,18 @@ done
 
 echo "== slow: a 30 fps stream, a consumer taking 15 fps"
 feed 1920x1080
-for t in cuframes-drop-oldest cuframes-strict-wait cudaipc-copy cudaipc-import cudaipc-mmap; do
+slow=(cuframes-drop-oldest cuframes-strict-wait)
+[ "$HOST" = 1 ] || slow+=(cudaipc-copy cudaipc-import cudaipc-mmap)
+for t in "${slow[@]}"; do
     policy=${t#cuframes-}
     POLICY=$policy SYNC=true CONSUMER_FILTER="identity sleep-time=66666 !" GST_BENCH_FEED_COUNT=90 \
         run_case "slow-$t" "${t%%-[ds]*}" 1 appsrc name=feed
 done
 
 echo "== restart: the producer killed after 2 s, another started at 3 s"
-for t in cuframes cudaipc-copy cudaipc-mmap; do
+restart=(cuframes)
+[ "$HOST" = 1 ] || restart+=(cudaipc-copy cudaipc-mmap)
+for t in "${restart[@]}"; do
     dir=$RAW/restart-$t key=restart-$t
     mkdir -p "$dir"
     echo "$t 1" >"$dir/case"

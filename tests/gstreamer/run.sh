@@ -450,6 +450,29 @@ test_bench_probe() {
         fail "who made the contexts: $(grep context "$T/table.md")"
 }
 
+# 13b. The benchmark script itself, on host memory (GST_BENCH_HOST=1: its fast, slow
+# and restart cases, cuframes only): what its tables say of each.
+test_bench_script() {
+    local probe=$T/gst-bench-probe table
+    # shellcheck disable=SC2046 # pkg-config output is a list of flags
+    [ -x "$probe" ] || cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$probe" scripts/gpu/gst-bench-probe.c \
+        $(pkg-config --cflags --libs gstreamer-1.0 gstreamer-base-1.0) 2>"$T/cc.err" || fail "the probe does not build"
+    run bench 120 env GST_BENCH_HOST=1 GST_BENCH_PROBE="$probe" GST_BENCH_RAW="$T/bench-raw" OUT="$T/bench-out" \
+        GST_BENCH_CONSUMERS=1 FAST_SIZES=320x240 scripts/gpu/gst-bench.sh run
+    [ "$RC" -eq 0 ] || fail "gst-bench.sh run exited $RC"
+    table=$T/bench-out/gst-bench/table.md
+    # Fast: every frame produced reached the consumer, at a rate.
+    grep -qE '^\| 240p \| 1 \| cuframes \| ([0-9]+) \| [0-9]+ \| \1 \| [0-9]+ \|$' "$table" ||
+        fail "fast: $(grep '^| 240p' "$table")"
+    # Slow: drop-oldest loses frames and says so; strict-wait loses none.
+    grep -qE '^\| cuframes-drop-oldest \| 90 \| [0-9]+ \| [1-9][0-9]* \| .*lost' "$table" ||
+        fail "slow, drop-oldest: $(grep drop-oldest "$table")"
+    grep -qE '^\| cuframes-strict-wait \| 90 \| 90 \| 0 \|' "$table" || fail "slow, strict-wait: $(grep strict-wait "$table")"
+    # Restart: frames before the kill and after the new producer, and the consumer was told.
+    grep -qE '^\| cuframes \| [1-9][0-9]* \| [1-9][0-9]* \| [0-9.]+ \| .*went away' "$table" ||
+        fail "restart: $(grep -A3 'killed' "$table" | tail -n 1)"
+}
+
 # 14. Ctrl-C while the source waits for its first publisher (the default 30 s):
 # the wait is in the streaming thread, not the state change to PAUSED, so
 # gst-launch handles it at once (-e: an EOS, then NULL) and exits 0. (A wait in
@@ -498,7 +521,7 @@ fi
 
 TESTS=(test_inspect test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_missing_key
     test_unsupported_caps test_publisher_restart test_kill test_losses test_state_cycles test_formats test_odd_sizes test_cuda_frames
-    test_bench_probe test_interrupt_wait)
+    test_bench_probe test_bench_script test_interrupt_wait)
 NEEDS_FFMPEG=" test_gst_to_ffmpeg test_ffmpeg_to_gst test_two_subscribers test_publisher_restart test_formats "
 
 selected() {
