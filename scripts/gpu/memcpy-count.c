@@ -69,7 +69,7 @@ static struct {
 } cupti;
 
 /* Contexts made, and who made the first few (one line each, kept for the report). */
-#define TRACED_CONTEXTS 4
+#define TRACED_CONTEXTS 8
 #define TRACE_FRAMES 24
 static unsigned contexts;
 static char *made_by[TRACED_CONTEXTS];
