@@ -2,6 +2,8 @@
 //! cuframes: the picture bytes of every frame as videotestsrc made them.
 //! Padding is not compared: GStreamer leaves it unwritten.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,11 +66,7 @@ fn wait_eos(pipeline: &gst::Element, what: &str) {
 
 #[test]
 fn every_format_at_odd_sizes() {
-    gst::init().unwrap();
-    gstcuframes::plugin_register_static().unwrap();
-    let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("gst-cuframes-odd-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, key_base) = common::start("odd");
     let mut checked = 0;
     for (n, (cf, gf)) in gstcuframes::formats::PAIRS.into_iter().enumerate() {
         for (w, h) in [(33, 17), (1, 1)] {
@@ -81,7 +79,7 @@ fn every_format_at_odd_sizes() {
             wait_eos(&reference, &what);
             reference.set_state(gst::State::Null).unwrap();
 
-            let key = format!("odd-{pid}-{n}-{w}");
+            let key = format!("{key_base}-{n}-{w}");
             let publisher = gst::parse::launch(&format!(
                 "{source} ! cuframessink key={key} runtime-dir={} wait-subscribers=1 policy=strict-wait",
                 dir.display()

@@ -3,6 +3,8 @@
 //! publisher, and follows one of another size through a converter that
 //! renegotiates.
 
+mod common;
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -59,12 +61,7 @@ fn answered_within(what: &str, query: impl FnOnce() -> bool + Send + 'static) ->
 
 #[test]
 fn queries_are_answered_while_waiting_for_the_next_publisher() {
-    gst::init().unwrap();
-    gstcuframes::plugin_register_static().unwrap();
-    let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("gst-cuframes-reconnect-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key = format!("reconnect-{pid}");
+    let (dir, key) = common::start("reconnect");
 
     let first = publisher(&key, &dir, 64, 48);
     let subscriber = gst::parse::launch(&format!(

@@ -2,6 +2,8 @@
 //! every cycle moves frames, no error, no descriptor left behind, no key
 //! left in the runtime directory.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use gst::prelude::*;
@@ -28,12 +30,7 @@ fn pushed(src: &gst::Element) -> u64 {
 
 #[test]
 fn playing_null_100_times() {
-    gst::init().unwrap();
-    gstcuframes::plugin_register_static().unwrap();
-    let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("gst-cuframes-cycles-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key = format!("cycles-{pid}");
+    let (dir, key) = common::start("cycles");
     let publisher = gst::parse::launch(&format!(
         "videotestsrc is-live=true ! video/x-raw,format=NV12,width=64,height=48,framerate=100/1 \
          ! cuframessink key={key} runtime-dir={}",
