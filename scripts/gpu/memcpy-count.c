@@ -148,10 +148,11 @@ static void on_callback(void *userdata, uint32_t domain, uint32_t cbid, const vo
     (void)userdata;
     (void)data;
     if (domain == CB_DOMAIN_RESOURCE && cbid == CBID_RESOURCE_CONTEXT_CREATED) {
-        if (contexts < TRACED_CONTEXTS) {
-            made_by[contexts] = callers();
+        /* Threads may make contexts at once: each takes its own number. */
+        unsigned n = __atomic_fetch_add(&contexts, 1, __ATOMIC_SEQ_CST);
+        if (n < TRACED_CONTEXTS) {
+            made_by[n] = callers();
         }
-        contexts++;
     }
 }
 
@@ -175,9 +176,9 @@ static void report(void) {
         if (contexts_error) {
             fprintf(out, " contexts=unknown\n");
         } else {
-            fprintf(out, " contexts=%u\n", contexts);
+            fprintf(out, " contexts=%u\n", __atomic_load_n(&contexts, __ATOMIC_SEQ_CST));
         }
-        for (i = 0; i < TRACED_CONTEXTS && (unsigned)i < contexts; i++) {
+        for (i = 0; i < TRACED_CONTEXTS && (unsigned)i < __atomic_load_n(&contexts, __ATOMIC_SEQ_CST); i++) {
             fprintf(out, "context-made pid=%d n=%d by: %s\n", (int)getpid(), i + 1,
                     made_by[i] != NULL ? made_by[i] : "(no backtrace)");
         }
