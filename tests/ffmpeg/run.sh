@@ -19,6 +19,23 @@ cd "$(dirname "$0")/../.."
 . tests/ffmpeg/lib.sh
 
 # ---------------------------------------------------------------- a. help
+# same_defaults WHAT FFMPEG_HELP CLI_HELP OPTION:--FLAG...: each FFmpeg option's
+# "(default X)" is the command's "[default: X]" (FFmpeg prints durations in seconds,
+# "1"; the command with a unit, "1s"); says each that differs.
+same_defaults() {
+    local what=$1 theirs_help=$2 ours_help=$3 pair theirs ours status=0
+    shift 3
+    for pair in "$@"; do
+        theirs=$(grep -E "^ +-?${pair%%:*} " <<<"$theirs_help" | sed -nE 's/.*\(default ([^)]*)\).*/\1/p')
+        ours=$(awk -v o="${pair#*:}" '$1 == o { found = 1 } found && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }' <<<"$ours_help")
+        if [ -z "$theirs" ] || [ "$theirs" != "${ours%s}" ]; then
+            echo "  $what -${pair%%:*}: FFmpeg's default is '$theirs', the command's '$ours'"
+            status=1
+        fi
+    done
+    return $status
+}
+
 test_help() {
     local ok=1 what opt out
     for what in "muxer=cuframes:key ring_size policy drop_oldest strict_wait ack_timeout startup_timeout memory auto host cuda cuda_share fd ipc wait_subscribers wait_timeout runtime_dir group v1_peers same_user refuse allow" \
@@ -40,18 +57,8 @@ test_help() {
     # The muxer's defaults are the cuframes command's (which are the library's,
     # rust/cuframes-cli/tests/cli_help.rs): ring, and the strict-wait times.
     ok=1
-    local muxer cli ours theirs
-    muxer=$(ff 20 -h muxer=cuframes 2>&1)
-    cli=$("$CUFRAMES_CLI" publish --help)
-    for pair in ring_size:--ring ack_timeout:--ack-timeout startup_timeout:--startup-timeout; do
-        theirs=$(grep -E "^ +-${pair%%:*} " <<<"$muxer" | sed -nE 's/.*\(default ([^)]*)\).*/\1/p')
-        ours=$(awk -v o="${pair#*:}" '$1 == o { found = 1 } found && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }' <<<"$cli")
-        # FFmpeg prints durations in seconds ("1"), the command with a unit ("1s").
-        if [ -z "$theirs" ] || [ "$theirs" != "${ours%s}" ]; then
-            echo "  -${pair%%:*}: the muxer's default is '$theirs', the command's '$ours'"
-            ok=0
-        fi
-    done
+    same_defaults "muxer" "$(ff 20 -h muxer=cuframes 2>&1)" "$("$CUFRAMES_CLI" publish --help)" \
+        ring_size:--ring ack_timeout:--ack-timeout startup_timeout:--startup-timeout || ok=0
     result "help: the muxer's defaults are the command's (ring 16, ACK 1 s, start-up 10 s)" "$ok"
     # The input device's and the source filter's defaults are `cuframes subscribe`'s
     # (the library's, D39): copy, read-ahead, the waits for a publisher and a frame.
@@ -59,15 +66,8 @@ test_help() {
     local kind subscriber
     subscriber=$("$CUFRAMES_CLI" subscribe --help)
     for kind in demuxer filter; do
-        out=$(ff 20 -h $kind=cuframes 2>&1)
-        for pair in copy:--copy read_ahead:--read-ahead wait_timeout:--wait-timeout timeout:--timeout; do
-            theirs=$(grep -E "^ +-?${pair%%:*} " <<<"$out" | sed -nE 's/.*\(default ([^)]*)\).*/\1/p')
-            ours=$(awk -v o="${pair#*:}" '$1 == o { found = 1 } found && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }' <<<"$subscriber")
-            if [ -z "$theirs" ] || [ "$theirs" != "${ours%s}" ]; then
-                echo "  $kind -${pair%%:*}: FFmpeg's default is '$theirs', the command's '$ours'"
-                ok=0
-            fi
-        done
+        same_defaults "$kind" "$(ff 20 -h $kind=cuframes 2>&1)" "$subscriber" \
+            copy:--copy read_ahead:--read-ahead wait_timeout:--wait-timeout timeout:--timeout || ok=0
     done
     result "help: the input device's and the filter's defaults are subscribe's (copy auto, read-ahead 32, 30 s, 5 s)" "$ok"
 }
