@@ -261,6 +261,24 @@ finished() {
 }
 # logs NAME DIR: stdout and stderr of container NAME, into DIR/NAME.out and .err.
 logs() { docker logs "$PREFIX-$1" >"$2/$1.out" 2>"$2/$1.err" || true; }
+# finish DIR OK PUBLISHER SUBSCRIBER...: waits for the subscribers (120 s at most),
+# then the publisher (60 s), their logs into DIR; fails when one did not exit 0. The
+# publisher is stopped first when a subscriber failed (or OK is 0): it would wait out
+# its -wait_timeout.
+finish() {
+    local d=$1 ok=$2 pub=$3 c rc
+    shift 3
+    for c in "$@"; do
+        rc=$(finished "$c" 120)
+        logs "$c" "$d"
+        [ "$rc" = 0 ] || { echo "  $c exited $rc"; ok=0; }
+    done
+    [ "$ok" = 1 ] || docker kill "$PREFIX-$pub" >/dev/null 2>&1 || true
+    rc=$(finished "$pub" 60)
+    logs "$pub" "$d"
+    [ "$rc" = 0 ] || { echo "  $pub exited $rc"; ok=0; }
+    [ "$ok" = 1 ]
+}
 running() { [ "$(docker inspect -f '{{.State.Running}}' "$PREFIX-$1" 2>/dev/null)" = true ]; }
 # Frames a running framemd5 subscriber has written so far.
 frames_so_far() { docker logs "$PREFIX-$1" 2>/dev/null | grep -vc '^#' || true; }
@@ -289,7 +307,7 @@ docker volume create "$VOLUME" >/dev/null
 
 # a. frames through the volume alone, exact.
 check_frames() {
-    local d=$WORK/frames n=250 src="testsrc2=size=640x360:rate=25" ok=1 t=$SECONDS c rc
+    local d=$WORK/frames n=250 src="testsrc2=size=640x360:rate=25" ok=1 t=$SECONDS c
     mkdir -p "$d"
     reference "$d" ref "$src" $n || { echo "  the direct decode failed"; show "$d/ref.err"; ok=0; }
     start pub-a "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f lavfi -i "$src" -frames:v $n \
@@ -299,16 +317,7 @@ check_frames() {
     start sub2-a "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20 \
         -i cam1 -f framemd5 -
     isolated pub-a sub1-a sub2-a || ok=0
-    for c in sub1-a sub2-a; do
-        rc=$(finished $c 120)
-        logs $c "$d"
-        [ "$rc" = 0 ] || { echo "  $c exited $rc"; ok=0; }
-    done
-    # After a subscriber failed the publisher would wait out -wait_timeout: stop it.
-    [ $ok = 1 ] || docker kill "$PREFIX-pub-a" >/dev/null 2>&1 || true
-    rc=$(finished pub-a 60)
-    logs pub-a "$d"
-    [ "$rc" = 0 ] || { echo "  pub-a exited $rc"; ok=0; }
+    finish "$d" $ok pub-a sub1-a sub2-a || ok=0
     for c in sub1-a sub2-a; do
         if [ "$(md5s "$d/$c.out" | wc -l)" != $n ] || ! cmp -s <(md5s "$d/ref.md5") <(md5s "$d/$c.out"); then
             echo "  $c: $(md5s "$d/$c.out" | wc -l) frames, expected the $n of the direct decode"
@@ -412,7 +421,7 @@ check_isolated() {
 # GStreamer and an FFmpeg subscriber. Each output is taken out with `docker cp` and
 # must be, byte for byte, what the publisher's filesrc read.
 check_gstreamer() {
-    local d=$WORK/gstreamer n=60 w=320 h=240 ok=1 t=$SECONDS c rc
+    local d=$WORK/gstreamer n=60 w=320 h=240 ok=1 t=$SECONDS c
     local frame=$((w * h * 3 / 2)) caps="video/x-raw,format=NV12,width=$w,height=$h,framerate=25/1"
     mkdir -p "$d"
     start pub-d "${PUB_USER[@]}" "${VOL[@]}" "$IMAGE" sh -c "
@@ -425,15 +434,7 @@ check_gstreamer() {
     start sub2-d "${SUB2_USER[@]}" "${VOL[@]}" "$IMAGE" "${FF[@]}" -f cuframes -timeout 20 \
         -i gst1 -f rawvideo /tmp/out.raw
     isolated pub-d sub1-d sub2-d || ok=0
-    for c in sub1-d sub2-d; do
-        rc=$(finished $c 120)
-        logs $c "$d"
-        [ "$rc" = 0 ] || { echo "  $c exited $rc"; ok=0; }
-    done
-    [ $ok = 1 ] || docker kill "$PREFIX-pub-d" >/dev/null 2>&1 || true
-    rc=$(finished pub-d 60)
-    logs pub-d "$d"
-    [ "$rc" = 0 ] || { echo "  pub-d exited $rc"; ok=0; }
+    finish "$d" $ok pub-d sub1-d sub2-d || ok=0
     docker cp "$PREFIX-pub-d:/tmp/in.raw" "$d/in.raw" >/dev/null 2>&1 ||
         { echo "  the publisher's input is not there"; ok=0; }
     if [ -f "$d/in.raw" ] && [ "$(stat -c %s "$d/in.raw")" != $((n * frame)) ]; then
