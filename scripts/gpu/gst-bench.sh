@@ -30,7 +30,7 @@ STAGE=${STAGE:-.gpu}
 PROBE=${GST_BENCH_PROBE:-$PWD/$STAGE/tests/gst-bench-probe}
 
 if [ "${1:-}" = stage ]; then
-    mkdir -p "$STAGE/tests"
+    mkdir -p "$(dirname "$PROBE")"
     # shellcheck disable=SC2046 # pkg-config output is a list of flags
     cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$PROBE" scripts/gpu/gst-bench-probe.c \
         $(pkg-config --cflags --libs gstreamer-1.0 gstreamer-base-1.0)

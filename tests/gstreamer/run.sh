@@ -410,11 +410,16 @@ test_cuda_frames() {
 # 13. The benchmark's tools on host memory (scripts/gpu/gst-bench.sh runs them on the
 # GPU): the probe times every buffer on both sides, cuframessrc's reference
 # timestamps match each consumer buffer to the producer's, the report counts it all.
+# bench_probe: the benchmark's probe, built as gst-bench.sh stages it, once; its path.
+bench_probe() {
+    [ -x "$T/gst-bench-probe" ] ||
+        GST_BENCH_PROBE=$T/gst-bench-probe scripts/gpu/gst-bench.sh stage 2>"$T/cc.err" || return 1
+    echo "$T/gst-bench-probe"
+}
+
 test_bench_probe() {
-    local probe=$T/gst-bench-probe raw=$T/raw/decoder-1080p-1-cuframes key=bench-$$
-    # shellcheck disable=SC2046 # pkg-config output is a list of flags
-    cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$probe" scripts/gpu/gst-bench-probe.c \
-        $(pkg-config --cflags --libs gstreamer-1.0 gstreamer-base-1.0) 2>"$T/cc.err" || fail "the probe does not build"
+    local probe raw=$T/raw/decoder-1080p-1-cuframes key=bench-$$
+    probe=$(bench_probe) || fail "the probe does not build: $(cat "$T/cc.err")"
     mkdir -p "$raw"
     echo "cuframes 1" >"$raw/case"
     bgrun sub 30 "$probe" "$raw/consumer-1.log" cuframessrc key=$key wait-timeout=10000 ! identity name=probe ! \
@@ -453,10 +458,8 @@ test_bench_probe() {
 # 13b. The benchmark script itself, on host memory (GST_BENCH_HOST=1: its fast, slow
 # and restart cases, cuframes only): what its tables say of each.
 test_bench_script() {
-    local probe=$T/gst-bench-probe table
-    # shellcheck disable=SC2046 # pkg-config output is a list of flags
-    [ -x "$probe" ] || cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$probe" scripts/gpu/gst-bench-probe.c \
-        $(pkg-config --cflags --libs gstreamer-1.0 gstreamer-base-1.0) 2>"$T/cc.err" || fail "the probe does not build"
+    local probe table
+    probe=$(bench_probe) || fail "the probe does not build: $(cat "$T/cc.err")"
     run bench 120 env GST_BENCH_HOST=1 GST_BENCH_PROBE="$probe" GST_BENCH_RAW="$T/bench-raw" OUT="$T/bench-out" \
         GST_BENCH_CONSUMERS=1 FAST_SIZES=320x240 scripts/gpu/gst-bench.sh run
     [ "$RC" -eq 0 ] || fail "gst-bench.sh run exited $RC"
